@@ -1,0 +1,57 @@
+//! Model metadata as Pi reports it (`get_available_models`, `get_state`), reduced to what
+//! failover needs. Pure data; parsing is lenient so Pi 0.84.4 and 1.6.0 objects both fit.
+
+use serde::Deserialize;
+
+/// One model Pi can use. Unknown fields in Pi's object are ignored.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelInfo {
+    pub provider: String,
+    pub id: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub base_url: Option<String>,
+    #[serde(default)]
+    pub reasoning: bool,
+    /// Input modalities, e.g. `["text", "image"]`. Pi always sends it; `None` = unknown.
+    #[serde(default)]
+    pub input: Option<Vec<String>>,
+    #[serde(default)]
+    pub context_window: Option<u64>,
+}
+
+impl ModelInfo {
+    /// `provider/id`, the key users type and breakers use.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.provider, self.id)
+    }
+
+    /// True only when the model explicitly declares image input.
+    pub fn accepts_images(&self) -> bool {
+        self.input
+            .as_ref()
+            .is_some_and(|i| i.iter().any(|m| m == "image"))
+    }
+
+    pub fn context_window_or_zero(&self) -> u64 {
+        self.context_window.unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_pi_model_object_leniently() {
+        let raw = r#"{"id":"alpha-1","name":"Alpha 1","api":"openai-completions","provider":"fake-a",
+            "baseUrl":"http://127.0.0.1:1/a/v1","reasoning":false,"input":["text","image"],
+            "cost":{"input":0},"contextWindow":128000,"maxTokens":4096,"future":1}"#;
+        let m: ModelInfo = serde_json::from_str(raw).expect("parses");
+        assert_eq!(m.key(), "fake-a/alpha-1");
+        assert!(m.accepts_images());
+        assert_eq!(m.context_window, Some(128000));
+    }
+}

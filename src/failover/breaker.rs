@@ -1,0 +1,67 @@
+//! Cooldown arithmetic of SPEC §3: a base per failure class, doubled per consecutive failure, up
+//! to a cap. Wall-clock milliseconds in and out. Pure.
+
+use super::classify::FailureClass;
+
+const MIN: u64 = 60_000;
+const HOUR: u64 = 60 * MIN;
+
+/// Half-open probe lease: how long one process may hold the right to probe a cooled provider.
+pub const PROBE_LEASE_MS: u64 = 2 * MIN;
+
+/// (initial cooldown, cap) for a class; `None` when the class opens no breaker.
+pub fn cooldown_base_and_cap(class: FailureClass) -> Option<(u64, u64)> {
+    match class {
+        FailureClass::Auth | FailureClass::Quota => Some((30 * MIN, 6 * HOUR)),
+        FailureClass::RateLimit => Some((5 * MIN, 24 * HOUR)),
+        FailureClass::Endpoint => Some((2 * MIN, 30 * MIN)),
+        FailureClass::Model => Some((15 * MIN, 2 * HOUR)),
+        // Content policy: the model cools for 2 min; its family is avoided for the round instead.
+        FailureClass::ContentPolicy => Some((2 * MIN, 2 * MIN)),
+        FailureClass::Unknown => Some((2 * MIN, 30 * MIN)),
+        FailureClass::ContextOverflow | FailureClass::UserAbort => None,
+    }
+}
+
+/// Cooldown length after the `consecutive`-th failure in a row (1-based): base · 2^(n−1), capped.
+/// `scale` lets tests and the environment shrink every cooldown (1.0 = SPEC values).
+pub fn cooldown_ms(class: FailureClass, consecutive: u32, scale: f64) -> Option<u64> {
+    let (base, cap) = cooldown_base_and_cap(class)?;
+    let shift = consecutive.saturating_sub(1).min(32);
+    let raw = base.saturating_mul(1u64 << shift).min(cap);
+    // Truncation is intended: a scaled cooldown is a test convenience, not a precise quantity.
+    #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
+    let scaled = ((raw as f64) * scale.clamp(0.0, 1.0)).round() as u64;
+    Some(scaled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubles_per_consecutive_failure_up_to_the_cap() {
+        let c = |class, n| cooldown_ms(class, n, 1.0).unwrap();
+        assert_eq!(c(FailureClass::Quota, 1), 30 * MIN);
+        assert_eq!(c(FailureClass::Quota, 2), 60 * MIN);
+        assert_eq!(c(FailureClass::Quota, 4), 4 * HOUR);
+        assert_eq!(c(FailureClass::Quota, 5), 6 * HOUR);
+        assert_eq!(c(FailureClass::Auth, 40), 6 * HOUR);
+        assert_eq!(c(FailureClass::RateLimit, 1), 5 * MIN);
+        assert_eq!(c(FailureClass::RateLimit, 10), 24 * HOUR);
+        assert_eq!(c(FailureClass::Endpoint, 1), 2 * MIN);
+        assert_eq!(c(FailureClass::Endpoint, 5), 30 * MIN);
+        assert_eq!(c(FailureClass::Model, 1), 15 * MIN);
+        assert_eq!(c(FailureClass::Model, 4), 2 * HOUR);
+        assert_eq!(c(FailureClass::ContentPolicy, 3), 2 * MIN);
+        assert_eq!(c(FailureClass::Unknown, 2), 4 * MIN);
+        assert_eq!(cooldown_ms(FailureClass::ContextOverflow, 1, 1.0), None);
+        assert_eq!(cooldown_ms(FailureClass::UserAbort, 1, 1.0), None);
+    }
+
+    #[test]
+    fn scale_shrinks_cooldowns_for_tests() {
+        assert_eq!(cooldown_ms(FailureClass::Quota, 1, 0.001), Some(1800));
+        assert_eq!(cooldown_ms(FailureClass::Quota, 1, 7.0), Some(30 * MIN), "scale never lengthens");
+    }
+}

@@ -1,0 +1,9 @@
+//! pi-ccswitch-run: runs a prompt through `pi --mode rpc` and fails over to a healthy model.
+
+#![deny(clippy::unwrap_used, clippy::print_stdout)]
+
+pub mod catalog;
+pub mod clock;
+pub mod exit;
+pub mod failover;
+pub mod health;
