@@ -356,3 +356,5 @@ mod tests {
         assert_eq!(h.switch_log.last().map(|e| e.at), Some(29));
     }
 }
+
+pub mod store;

@@ -1,0 +1,3 @@
+//! `@path` attachments. The only reads of user input files.
+
+pub mod image;
