@@ -10,7 +10,10 @@ pub struct Now {
     pub wall_ms: u64,
 }
 
-#[expect(clippy::disallowed_methods, reason = "clock.rs is the clock chokepoint")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "clock.rs is the clock chokepoint"
+)]
 pub fn now() -> Now {
     let wall_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)

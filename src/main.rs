@@ -1,1 +1,8 @@
-fn main() {}
+//! Entry point: everything lives in the library so tests can reach it.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let exit = pi_ccswitch_run::run(std::env::args_os().collect());
+    ExitCode::from(exit.code())
+}

@@ -1,3 +1,105 @@
-//! `@path` attachments. The only reads of user input files.
+//! `@path` attachments → the prompt message and its images. The only reads of user input
+//! files. Everything is checked before Pi is started, so a bad attachment costs nothing.
 
 pub mod image;
+pub mod text;
+
+use std::fmt;
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use crate::rpc::ImageContent;
+
+/// At most this many bytes per attachment.
+pub const MAX_ATTACHMENT_BYTES: u64 = 20 * 1024 * 1024;
+
+/// The prompt as Pi receives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prepared {
+    pub message: String,
+    pub images: Vec<ImageContent>,
+    /// Number of non-empty text attachments (the complexity estimate uses it).
+    pub text_files: usize,
+}
+
+/// A bad attachment (exit 2). Names the absolute path.
+#[derive(Debug)]
+pub struct AttachError {
+    pub path: PathBuf,
+    pub problem: String,
+}
+
+impl fmt::Display for AttachError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.problem)
+    }
+}
+
+impl std::error::Error for AttachError {}
+
+/// Reads every attachment in order and builds the message.
+pub fn prepare(files: &[String], prompt: &str) -> Result<Prepared, AttachError> {
+    let mut blocks = Vec::new();
+    let images = Vec::new();
+    for file in files {
+        let abs = std::path::absolute(Path::new(file)).unwrap_or_else(|_| PathBuf::from(file));
+        let err = |problem: String| AttachError {
+            path: abs.clone(),
+            problem,
+        };
+        let bytes = read_limited(&abs).map_err(err)?;
+        // Interim until image support lands: images are refused on purpose, by signature.
+        if let Some(kind) = infer::get(&bytes) {
+            if kind.matcher_type() == infer::MatcherType::Image {
+                return Err(err(format!(
+                    "image attachments are not supported yet (found {})",
+                    kind.mime_type()
+                )));
+            }
+            if kind.matcher_type() != infer::MatcherType::Text {
+                return Err(err(format!(
+                    "binary files are not supported (found {})",
+                    kind.mime_type()
+                )));
+            }
+        }
+        let name = abs.to_string_lossy();
+        if let Some(block) = text::wrap(&name, &bytes).map_err(|e| err(e.to_string()))? {
+            blocks.push(block);
+        }
+    }
+    Ok(Prepared {
+        message: text::message(&blocks, prompt),
+        text_files: blocks.len(),
+        images,
+    })
+}
+
+fn read_limited(path: &Path) -> Result<Vec<u8>, String> {
+    let meta = fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => "file not found".to_string(),
+        _ => format!("cannot read file: {e}"),
+    })?;
+    if !meta.is_file() {
+        return Err("not a regular file".to_string());
+    }
+    if meta.len() > MAX_ATTACHMENT_BYTES {
+        return Err(format!(
+            "attachment too large: {} bytes (at most {} MiB per attachment)",
+            meta.len(),
+            MAX_ATTACHMENT_BYTES / 1024 / 1024
+        ));
+    }
+    let mut bytes = Vec::new();
+    fs::File::open(path)
+        .and_then(|f| f.take(MAX_ATTACHMENT_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| format!("cannot read file: {e}"))?;
+    if bytes.len() as u64 > MAX_ATTACHMENT_BYTES {
+        return Err(format!(
+            "attachment too large (at most {} MiB per attachment)",
+            MAX_ATTACHMENT_BYTES / 1024 / 1024
+        ));
+    }
+    Ok(bytes)
+}

@@ -30,7 +30,11 @@ pub fn cooldown_ms(class: FailureClass, consecutive: u32, scale: f64) -> Option<
     let shift = consecutive.saturating_sub(1).min(32);
     let raw = base.saturating_mul(1u64 << shift).min(cap);
     // Truncation is intended: a scaled cooldown is a test convenience, not a precise quantity.
-    #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
     let scaled = ((raw as f64) * scale.clamp(0.0, 1.0)).round() as u64;
     Some(scaled)
 }
@@ -62,6 +66,10 @@ mod tests {
     #[test]
     fn scale_shrinks_cooldowns_for_tests() {
         assert_eq!(cooldown_ms(FailureClass::Quota, 1, 0.001), Some(1800));
-        assert_eq!(cooldown_ms(FailureClass::Quota, 1, 7.0), Some(30 * MIN), "scale never lengthens");
+        assert_eq!(
+            cooldown_ms(FailureClass::Quota, 1, 7.0),
+            Some(30 * MIN),
+            "scale never lengthens"
+        );
     }
 }

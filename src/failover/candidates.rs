@@ -31,9 +31,18 @@ pub fn rank(current: &ModelInfo, pool: &[ModelInfo], filter: &Filter<'_>) -> Vec
         .filter(|m| m.key() != current.key())
         .filter(|m| !filter.tried.contains(&m.key()))
         .filter(|m| !filter.isolated_endpoints.contains(&Keys::of(m).endpoint))
-        .filter(|m| filter.health.blocked(m, filter.now_ms, filter.own_leases).is_none())
+        .filter(|m| {
+            filter
+                .health
+                .blocked(m, filter.now_ms, filter.own_leases)
+                .is_none()
+        })
         .filter(|m| !filter.needs_images || m.accepts_images())
-        .filter(|m| filter.larger_context_than.is_none_or(|c| m.context_window_or_zero() > c))
+        .filter(|m| {
+            filter
+                .larger_context_than
+                .is_none_or(|c| m.context_window_or_zero() > c)
+        })
         .filter(|m| !filter.avoided_families.contains(&family(m)))
         .cloned()
         .collect()
@@ -41,12 +50,21 @@ pub fn rank(current: &ModelInfo, pool: &[ModelInfo], filter: &Filter<'_>) -> Vec
 
 /// The model family (`glm`, `qwen`, ...) used to avoid siblings after a content-policy failure.
 pub fn family(model: &ModelInfo) -> String {
-    model.id.rsplit('/').next().unwrap_or(&model.id).to_ascii_lowercase()
+    model
+        .id
+        .rsplit('/')
+        .next()
+        .unwrap_or(&model.id)
+        .to_ascii_lowercase()
 }
 
 /// Pi's `--models` scope: the subset of `available` the comma-separated patterns select.
 pub fn scope(patterns: &str, available: &[ModelInfo]) -> Vec<ModelInfo> {
-    let pats: Vec<&str> = patterns.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
+    let pats: Vec<&str> = patterns
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
     available
         .iter()
         .filter(|m| pats.iter().any(|p| m.key() == *p || m.id == *p))

@@ -113,7 +113,17 @@ pub fn status_prefix(error_message: &str) -> Option<u16> {
 pub fn classify(obs: &Observation<'_>) -> Classification {
     let status = status_prefix(obs.error_message);
     if obs.user_abort {
-        return Classification { class: FailureClass::UserAbort, scope: Scope::Round, status, matched: "user abort".into() };
+        return Classification {
+            class: FailureClass::UserAbort,
+            scope: Scope::Round,
+            status,
+            matched: "user abort".into(),
+        };
     }
-    Classification { class: FailureClass::Unknown, scope: Scope::Model, status, matched: "unrecognised".into() }
+    Classification {
+        class: FailureClass::Unknown,
+        scope: Scope::Model,
+        status,
+        matched: "unrecognised".into(),
+    }
 }

@@ -1,5 +1,9 @@
-//! The failover state machine (sans-IO). Filled in by the failover issue.
+//! Failover: classification, breakers, candidates and the sans-IO state machine that ties
+//! them together. Nothing under `failover/` does I/O or reads a clock; time is passed in.
 
 pub mod breaker;
 pub mod candidates;
 pub mod classify;
+pub mod machine;
+
+pub use machine::{Action, Attempt, Config, Machine, Outcome};

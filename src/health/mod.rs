@@ -104,10 +104,17 @@ pub fn normalise_base_url(url: &str) -> String {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, ""),
     };
-    let host = authority.rsplit('@').next().unwrap_or(authority).to_ascii_lowercase();
+    let host = authority
+        .rsplit('@')
+        .next()
+        .unwrap_or(authority)
+        .to_ascii_lowercase();
     let host = match scheme.as_str() {
         "http" => host.strip_suffix(":80").map(str::to_string).unwrap_or(host),
-        "https" => host.strip_suffix(":443").map(str::to_string).unwrap_or(host),
+        "https" => host
+            .strip_suffix(":443")
+            .map(str::to_string)
+            .unwrap_or(host),
         _ => host,
     };
     let path = path.trim_end_matches('/');
@@ -193,7 +200,10 @@ impl Health {
                     .fail(*at, *class, error, cooldown_scale);
             }
             Delta::Success { at, keys } => {
-                self.models.entry(keys.model.clone()).or_default().succeed(*at);
+                self.models
+                    .entry(keys.model.clone())
+                    .or_default()
+                    .succeed(*at);
                 // Only touch provider/endpoint records that exist: a success says nothing new
                 // about a breaker that never tripped, and keeps the state file small.
                 if let Some(r) = self.providers.get_mut(&keys.provider) {
@@ -227,7 +237,11 @@ impl Health {
         if m.is_some_and(|r| r.disabled) {
             return Some(Block::Disabled);
         }
-        for (rec, scope) in [(p, Scope::Provider), (e, Scope::Endpoint), (m, Scope::Model)] {
+        for (rec, scope) in [
+            (p, Scope::Provider),
+            (e, Scope::Endpoint),
+            (m, Scope::Model),
+        ] {
             if rec.is_some_and(|r| r.cooling(now_ms)) {
                 return Some(Block::Cooling(scope));
             }
@@ -280,7 +294,10 @@ mod tests {
             normalise_base_url("HTTPS://user:pw@API.Example.com:443/v1/?key=sk-1#x"),
             "https://api.example.com/v1"
         );
-        assert_eq!(normalise_base_url("http://127.0.0.1:8080/a/v1/"), "http://127.0.0.1:8080/a/v1");
+        assert_eq!(
+            normalise_base_url("http://127.0.0.1:8080/a/v1/"),
+            "http://127.0.0.1:8080/a/v1"
+        );
         assert_eq!(endpoint_key("p", None), "p@provider:p");
         assert_ne!(
             endpoint_key("a", Some("http://h/v1")),
@@ -305,16 +322,34 @@ mod tests {
             },
             1.0,
         );
-        assert_eq!(h.blocked(&a1, 1001, &[]), Some(Block::Cooling(Scope::Provider)));
-        assert_eq!(h.blocked(&a2, 1001, &[]), Some(Block::Cooling(Scope::Provider)));
+        assert_eq!(
+            h.blocked(&a1, 1001, &[]),
+            Some(Block::Cooling(Scope::Provider))
+        );
+        assert_eq!(
+            h.blocked(&a2, 1001, &[]),
+            Some(Block::Cooling(Scope::Provider))
+        );
         assert_eq!(h.blocked(&b1, 1001, &[]), None);
         let after = 1000 + 30 * 60_000;
         assert_eq!(h.blocked(&a1, after, &[]), None);
         assert_eq!(h.needs_probe(&a1, after).as_deref(), Some("a"));
-        h.apply(&Delta::Lease { at: after, provider: "a".into() }, 1.0);
+        h.apply(
+            &Delta::Lease {
+                at: after,
+                provider: "a".into(),
+            },
+            1.0,
+        );
         assert_eq!(h.blocked(&a1, after + 1, &[]), Some(Block::Leased));
         assert_eq!(h.blocked(&a1, after + 1, &["a".into()]), None);
-        h.apply(&Delta::Success { at: after + 2, keys: Keys::of(&a1) }, 1.0);
+        h.apply(
+            &Delta::Success {
+                at: after + 2,
+                keys: Keys::of(&a1),
+            },
+            1.0,
+        );
         assert_eq!(h.needs_probe(&a1, after + 3), None);
         assert_eq!(h.blocked(&a2, after + 3, &[]), None);
         assert_eq!(h.providers["a"].total_failures, 1);
@@ -346,7 +381,12 @@ mod tests {
         let mut h = Health::default();
         for at in 0..30 {
             h.apply(
-                &Delta::Switch(SwitchEntry { at, from: "a".into(), to: "b".into(), reason: "quota".into() }),
+                &Delta::Switch(SwitchEntry {
+                    at,
+                    from: "a".into(),
+                    to: "b".into(),
+                    reason: "quota".into(),
+                }),
                 1.0,
             );
         }
@@ -358,3 +398,62 @@ mod tests {
 }
 
 pub mod store;
+
+/// Where a run's health comes from and goes to. The in-memory backend serves a single
+/// process; the shared store (`store.rs`) persists across processes.
+pub trait Backend {
+    /// Health at the start of a run.
+    fn load(&mut self, now_ms: u64) -> Health;
+    /// Persists deltas; returns the merged view when other processes' updates were read.
+    fn commit(&mut self, deltas: &[Delta], now_ms: u64) -> Option<Health>;
+    /// Takes the half-open probe lease of `provider` if no other process holds it.
+    fn claim_probe(&mut self, provider: &str, now_ms: u64) -> bool;
+}
+
+/// Health that lives as long as the process.
+#[derive(Debug, Default)]
+pub struct Memory {
+    pub health: Health,
+    pub cooldown_scale: f64,
+}
+
+impl Memory {
+    pub fn new(cooldown_scale: f64) -> Memory {
+        Memory {
+            health: Health::default(),
+            cooldown_scale,
+        }
+    }
+}
+
+impl Backend for Memory {
+    fn load(&mut self, _now_ms: u64) -> Health {
+        self.health.clone()
+    }
+
+    fn commit(&mut self, deltas: &[Delta], _now_ms: u64) -> Option<Health> {
+        for d in deltas {
+            self.health.apply(d, self.cooldown_scale);
+        }
+        None
+    }
+
+    fn claim_probe(&mut self, provider: &str, now_ms: u64) -> bool {
+        if self
+            .health
+            .providers
+            .get(provider)
+            .is_some_and(|r| r.leased(now_ms))
+        {
+            return false;
+        }
+        self.health.apply(
+            &Delta::Lease {
+                at: now_ms,
+                provider: provider.to_string(),
+            },
+            self.cooldown_scale,
+        );
+        true
+    }
+}

@@ -1,0 +1,263 @@
+//! Pi RPC wire types: commands we send, and the responses and events Pi writes. serde only.
+//! Parsing is lenient: unknown event types become [`Incoming::Unknown`], unknown fields and
+//! roles are ignored, so Pi 0.84.4 and 1.6.0 both fit.
+
+pub mod codec;
+pub mod pending;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// An image in a `prompt` command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImageContent {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// base64 without a `data:` prefix
+    pub data: String,
+    #[serde(rename = "mimeType")]
+    pub mime_type: String,
+}
+
+impl ImageContent {
+    pub fn new(data: String, mime_type: impl Into<String>) -> ImageContent {
+        ImageContent {
+            kind: "image",
+            data,
+            mime_type: mime_type.into(),
+        }
+    }
+}
+
+/// Commands the runner sends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Command {
+    GetState,
+    GetAvailableModels,
+    Prompt {
+        message: String,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        images: Vec<ImageContent>,
+    },
+    Abort,
+    AbortRetry,
+    SetModel {
+        provider: String,
+        #[serde(rename = "modelId")]
+        model_id: String,
+    },
+    GetForkMessages,
+    Fork {
+        #[serde(rename = "entryId")]
+        entry_id: String,
+    },
+    NewSession,
+    /// Answers an extension dialog we cannot show (there is no user to ask).
+    ExtensionUiResponse {
+        id: String,
+        cancelled: bool,
+    },
+}
+
+impl Command {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::GetState => "get_state",
+            Command::GetAvailableModels => "get_available_models",
+            Command::Prompt { .. } => "prompt",
+            Command::Abort => "abort",
+            Command::AbortRetry => "abort_retry",
+            Command::SetModel { .. } => "set_model",
+            Command::GetForkMessages => "get_fork_messages",
+            Command::Fork { .. } => "fork",
+            Command::NewSession => "new_session",
+            Command::ExtensionUiResponse { .. } => "extension_ui_response",
+        }
+    }
+}
+
+/// A command with its correlation id, as written on the wire.
+#[derive(Debug, Serialize)]
+pub struct Envelope<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<&'a str>,
+    #[serde(flatten)]
+    pub command: &'a Command,
+}
+
+/// `{"type":"response", ...}`
+#[derive(Debug, Clone, Deserialize)]
+pub struct Response {
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub command: String,
+    #[serde(default)]
+    pub success: bool,
+    #[serde(default)]
+    pub data: Option<Value>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// A message inside `message_start` / `message_end` / `turn_end`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Message {
+    pub role: String,
+    pub content: Value,
+    pub stop_reason: Option<String>,
+    pub error_message: Option<String>,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+}
+
+impl Message {
+    /// The concatenated text blocks (content may be a string or a block array).
+    pub fn text(&self) -> String {
+        match &self.content {
+            Value::String(s) => s.clone(),
+            Value::Array(blocks) => blocks
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join(""),
+            _ => String::new(),
+        }
+    }
+}
+
+/// Every line Pi writes on stdout.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Incoming {
+    Response(Response),
+    AgentStart,
+    TurnStart,
+    TurnEnd {},
+    MessageStart {
+        #[serde(default)]
+        message: Message,
+    },
+    MessageUpdate {},
+    MessageEnd {
+        #[serde(default)]
+        message: Message,
+    },
+    ToolExecutionStart {},
+    ToolExecutionUpdate {},
+    ToolExecutionEnd {},
+    AgentEnd {
+        #[serde(default, rename = "willRetry")]
+        will_retry: bool,
+    },
+    AgentSettled {},
+    AutoRetryStart {
+        #[serde(default)]
+        attempt: u32,
+        #[serde(default, rename = "delayMs")]
+        delay_ms: u64,
+        #[serde(default, rename = "errorMessage")]
+        error_message: String,
+    },
+    AutoRetryEnd {
+        #[serde(default)]
+        success: bool,
+    },
+    CompactionStart {},
+    CompactionEnd {},
+    ExtensionUiRequest {
+        #[serde(default)]
+        id: String,
+        #[serde(default)]
+        method: String,
+    },
+    ExtensionError {
+        #[serde(default)]
+        error: String,
+    },
+    #[serde(other)]
+    Unknown,
+}
+
+/// `get_fork_messages` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkMessage {
+    pub entry_id: String,
+    #[serde(default)]
+    pub text: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &str) -> Incoming {
+        serde_json::from_str(line).expect("parses")
+    }
+
+    #[test]
+    fn commands_serialise_like_pi_expects() {
+        let cmd = Command::SetModel {
+            provider: "fake-b".into(),
+            model_id: "beta-1".into(),
+        };
+        let line = serde_json::to_string(&Envelope {
+            id: Some("7"),
+            command: &cmd,
+        })
+        .unwrap();
+        assert_eq!(
+            line,
+            r#"{"id":"7","type":"set_model","provider":"fake-b","modelId":"beta-1"}"#
+        );
+        let p = Command::Prompt {
+            message: "hi".into(),
+            images: vec![],
+        };
+        let line = serde_json::to_string(&Envelope {
+            id: Some("1"),
+            command: &p,
+        })
+        .unwrap();
+        assert_eq!(line, r#"{"id":"1","type":"prompt","message":"hi"}"#);
+    }
+
+    #[test]
+    fn events_of_both_versions_parse() {
+        assert!(matches!(
+            parse(r#"{"type":"agent_settled"}"#),
+            Incoming::AgentSettled {}
+        ));
+        assert!(matches!(
+            parse(r#"{"type":"agent_settled","aborted":false}"#),
+            Incoming::AgentSettled {}
+        ));
+        assert!(matches!(
+            parse(r#"{"type":"brand_new_event","x":1}"#),
+            Incoming::Unknown
+        ));
+        let Incoming::MessageEnd { message } = parse(
+            r#"{"type":"message_end","message":{"role":"assistant","content":[{"type":"thinking","thinking":"x"},{"type":"text","text":"Hello "},{"type":"text","text":"world"}],"stopReason":"stop","durationMs":3}}"#,
+        ) else {
+            panic!("not a message_end")
+        };
+        assert_eq!(message.text(), "Hello world");
+        assert_eq!(message.stop_reason.as_deref(), Some("stop"));
+        let Incoming::MessageStart { message } = parse(
+            r#"{"type":"message_start","message":{"role":"system","content":"","sections":{}}}"#,
+        ) else {
+            panic!("not a message_start")
+        };
+        assert_eq!(message.role, "system");
+        let Incoming::Response(r) =
+            parse(r#"{"type":"response","command":"parse","success":false,"error":"bad"}"#)
+        else {
+            panic!("not a response")
+        };
+        assert!(r.id.is_none() && !r.success);
+    }
+}

@@ -1,0 +1,216 @@
+//! Settings from the environment: `PI_BIN`, `PI_CODING_AGENT_DIR`, the failover timers. The only
+//! reader of environment variables.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub const DEFAULT_ROUND_LIMIT_MS: u64 = 480_000;
+pub const DEFAULT_FIRST_RESPONSE_MS: u64 = 90_000;
+pub const DEFAULT_STALL_MS: u64 = 120_000;
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// What to spawn as Pi.
+    pub pi_command: OsString,
+    /// A warning to print once (legacy `PI_BIN` value ignored).
+    pub pi_warning: Option<String>,
+    /// Pi's agent directory; `None` when neither `PI_CODING_AGENT_DIR` nor a home dir is known.
+    pub agent_dir: Option<PathBuf>,
+    pub round_limit: Duration,
+    pub first_response: Duration,
+    pub stall: Duration,
+    /// `CCSWITCH_COOLDOWN_SCALE`: multiplies every breaker cooldown (0–1; for tests and drills).
+    pub cooldown_scale: f64,
+}
+
+/// A configuration problem (exit 2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Reads the process environment.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "settings.rs is the environment chokepoint"
+)]
+pub fn load() -> Result<Settings, ConfigError> {
+    let home = directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf());
+    from_lookup(|name| std::env::var_os(name), home)
+}
+
+/// Builds settings from any variable lookup (tests pass a map).
+pub fn from_lookup(
+    var: impl Fn(&str) -> Option<OsString>,
+    home: Option<PathBuf>,
+) -> Result<Settings, ConfigError> {
+    let (pi_command, pi_warning) = resolve_pi_bin(var("PI_BIN"))?;
+    let agent_dir = match var("PI_CODING_AGENT_DIR") {
+        Some(v) if !v.to_string_lossy().trim().is_empty() => {
+            Some(PathBuf::from(v.to_string_lossy().trim()))
+        }
+        _ => home.map(|h| h.join(".pi").join("agent")),
+    };
+    let ms = |name: &str, default: u64| -> Result<Duration, ConfigError> {
+        match var(name) {
+            None => Ok(Duration::from_millis(default)),
+            Some(v) => match v.to_string_lossy().trim().parse::<u64>() {
+                Ok(n) if n > 0 => Ok(Duration::from_millis(n)),
+                _ => Err(ConfigError(format!(
+                    "{name} must be a positive integer of milliseconds (got '{}')",
+                    v.to_string_lossy()
+                ))),
+            },
+        }
+    };
+    let cooldown_scale = match var("CCSWITCH_COOLDOWN_SCALE") {
+        None => 1.0,
+        Some(v) => match v.to_string_lossy().trim().parse::<f64>() {
+            Ok(f) if (0.0..=1.0).contains(&f) => f,
+            _ => {
+                return Err(ConfigError(format!(
+                    "CCSWITCH_COOLDOWN_SCALE must be a number from 0 to 1 (got '{}')",
+                    v.to_string_lossy()
+                )));
+            }
+        },
+    };
+    Ok(Settings {
+        pi_command,
+        pi_warning,
+        agent_dir,
+        round_limit: ms("CCSWITCH_ROUND_LIMIT_MS", DEFAULT_ROUND_LIMIT_MS)?,
+        first_response: ms("CCSWITCH_FIRST_RESPONSE_MS", DEFAULT_FIRST_RESPONSE_MS)?,
+        stall: ms("CCSWITCH_STALL_MS", DEFAULT_STALL_MS)?,
+        cooldown_scale,
+    })
+}
+
+/// `PI_BIN` must name the real `pi` (stem `pi`); the old runner's self references fall back
+/// to `pi` on PATH with a warning; anything else is refused.
+fn resolve_pi_bin(value: Option<OsString>) -> Result<(OsString, Option<String>), ConfigError> {
+    let Some(raw) = value else {
+        return Ok((OsString::from("pi"), None));
+    };
+    let text = raw.to_string_lossy();
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Ok((OsString::from("pi"), None));
+    }
+    let last = trimmed
+        .rsplit(['/', '\\'])
+        .next()
+        .unwrap_or(trimmed)
+        .to_lowercase();
+    let stem = [".cmd", ".exe", ".bat"]
+        .iter()
+        .find_map(|ext| last.strip_suffix(ext))
+        .unwrap_or(&last);
+    match stem {
+        "pi" => Ok((OsString::from(trimmed), None)),
+        "pi-ccswitch-run" | "ccswitch-run" => Ok((
+            OsString::from("pi"),
+            Some(
+                "warning: PI_BIN points to a legacy runner wrapper; ignoring it and falling back \
+                 to 'pi' on PATH"
+                    .to_string(),
+            ),
+        )),
+        _ => Err(ConfigError(format!(
+            "PI_BIN must name the real pi executable, not an arbitrary command (got '{trimmed}')"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn load_with(vars: &[(&str, &str)]) -> Result<Settings, ConfigError> {
+        let map: HashMap<String, OsString> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), OsString::from(v)))
+            .collect();
+        from_lookup(|k| map.get(k).cloned(), Some(PathBuf::from("/home/u")))
+    }
+
+    #[test]
+    fn pi_bin_rules() {
+        assert_eq!(load_with(&[]).unwrap().pi_command, "pi");
+        assert_eq!(load_with(&[("PI_BIN", "  ")]).unwrap().pi_command, "pi");
+        assert_eq!(
+            load_with(&[("PI_BIN", " /opt/pi/bin/pi ")])
+                .unwrap()
+                .pi_command,
+            "/opt/pi/bin/pi"
+        );
+        assert_eq!(
+            load_with(&[("PI_BIN", "C:\\npm\\PI.CMD")])
+                .unwrap()
+                .pi_command,
+            "C:\\npm\\PI.CMD"
+        );
+        for legacy in [
+            "pi-ccswitch-run",
+            "/usr/bin/ccswitch-run",
+            "PI-CCSWITCH-RUN.exe",
+        ] {
+            let s = load_with(&[("PI_BIN", legacy)]).unwrap();
+            assert_eq!(s.pi_command, "pi", "{legacy}");
+            assert!(s.pi_warning.unwrap().contains("legacy runner"));
+        }
+        for bad in ["bash", "/bin/sh", "pi2", "python pi", "node"] {
+            let err = load_with(&[("PI_BIN", bad)]).unwrap_err();
+            assert!(
+                err.0.contains("PI_BIN must name the real pi"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn agent_dir_defaults_to_home() {
+        assert_eq!(
+            load_with(&[]).unwrap().agent_dir,
+            Some(PathBuf::from("/home/u/.pi/agent"))
+        );
+        assert_eq!(
+            load_with(&[("PI_CODING_AGENT_DIR", " /tmp/a b/代理 ")])
+                .unwrap()
+                .agent_dir,
+            Some(PathBuf::from("/tmp/a b/代理"))
+        );
+    }
+
+    #[test]
+    fn timers_are_positive_integers() {
+        let s = load_with(&[("CCSWITCH_STALL_MS", "1500")]).unwrap();
+        assert_eq!(s.stall, Duration::from_millis(1500));
+        assert_eq!(s.round_limit, Duration::from_millis(DEFAULT_ROUND_LIMIT_MS));
+        assert_eq!(
+            s.first_response,
+            Duration::from_millis(DEFAULT_FIRST_RESPONSE_MS)
+        );
+        for bad in ["0", "-1", "abc", "1.5"] {
+            let err = load_with(&[("CCSWITCH_ROUND_LIMIT_MS", bad)]).unwrap_err();
+            assert!(err.0.starts_with("CCSWITCH_ROUND_LIMIT_MS"), "{bad}");
+        }
+        assert!(load_with(&[("CCSWITCH_COOLDOWN_SCALE", "2")]).is_err());
+        assert_eq!(
+            load_with(&[("CCSWITCH_COOLDOWN_SCALE", "0.01")])
+                .unwrap()
+                .cooldown_scale,
+            0.01
+        );
+    }
+}
