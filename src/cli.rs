@@ -40,7 +40,7 @@ Exit codes:
 )]
 pub struct Cli {
     /// Whole-run deadline in milliseconds (exit 124 when it passes)
-    #[arg(long, value_name = "MS", default_value = "600000", value_parser = parse_positive_ms)]
+    #[arg(long, value_name = "MS", default_value = "600000", value_parser = parse_positive_ms, allow_hyphen_values = true)]
     pub timeout_ms: u64,
 
     /// Forwarded to Pi: disable all tools
@@ -167,9 +167,20 @@ fn clap_error(e: &clap::Error) -> Option<UsageError> {
     let msg = match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => return None,
         ErrorKind::UnknownArgument => format!("unsupported option: {}", arg()),
-        ErrorKind::InvalidValue if arg().is_empty() => "a value is required".to_string(),
         ErrorKind::InvalidValue | ErrorKind::NoEquals => {
-            format!("{} requires a value", flag_name(arg()))
+            let value = match e.get(ContextKind::InvalidValue) {
+                Some(ContextValue::String(s)) => s.clone(),
+                _ => String::new(),
+            };
+            if value.is_empty() {
+                format!("{} requires a value", flag_name(arg()))
+            } else {
+                let valid = match e.get(ContextKind::ValidValue) {
+                    Some(ContextValue::Strings(v)) => format!(" (expected {})", v.join(", ")),
+                    _ => String::new(),
+                };
+                format!("invalid value '{value}' for {}{valid}", flag_name(arg()))
+            }
         }
         ErrorKind::ValueValidation => {
             let name = flag_name(arg());

@@ -1124,3 +1124,7 @@ impl Machine {
         self.actions.push_back(Action::Finish(outcome));
     }
 }
+
+#[cfg(test)]
+#[path = "machine_tests.rs"]
+mod tests;

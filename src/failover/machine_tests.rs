@@ -1,0 +1,744 @@
+//! Exact action sequences of the failover machine, on hand-made times.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::health::Record;
+
+struct H {
+    m: Machine,
+    base: Instant,
+    t: u64,
+    log: Vec<Action>,
+}
+
+fn cfg() -> Config {
+    Config {
+        first_response: Duration::from_millis(1000),
+        stall: Duration::from_millis(2000),
+        round_limit: Duration::from_millis(60_000),
+        cooldown_scale: 1.0,
+        models_scope: None,
+    }
+}
+
+fn model(provider: &str, id: &str, images: bool, ctx: u64) -> Value {
+    let input = if images {
+        json!(["text", "image"])
+    } else {
+        json!(["text"])
+    };
+    json!({"provider": provider, "id": id, "baseUrl": format!("http://127.0.0.1:9/{provider}/v1"),
+           "input": input, "contextWindow": ctx, "reasoning": false})
+}
+
+fn pool() -> Vec<Value> {
+    vec![
+        model("a", "m1", false, 128_000),
+        model("a", "m2", false, 128_000),
+        model("b", "m1", false, 128_000),
+        model("c", "vision", true, 32_000),
+    ]
+}
+
+impl H {
+    fn new(health: Health, images: Vec<ImageContent>) -> H {
+        Self::with(cfg(), health, images)
+    }
+
+    fn with(cfg: Config, health: Health, images: Vec<ImageContent>) -> H {
+        let m = Machine::new(cfg, health, "Summarise.".into(), images);
+        let mut h = H {
+            m,
+            base: Instant::now(),
+            t: 0,
+            log: Vec::new(),
+        };
+        h.drain();
+        h
+    }
+
+    fn now(&self) -> Now {
+        Now {
+            instant: self.base + Duration::from_millis(self.t),
+            wall_ms: 10_000_000 + self.t,
+        }
+    }
+
+    fn advance(&mut self, ms: u64) {
+        self.t += ms;
+    }
+
+    fn drain(&mut self) -> Vec<Action> {
+        let mut out = Vec::new();
+        while let Some(a) = self.m.poll_action() {
+            out.push(a);
+        }
+        self.log.extend(out.clone());
+        out
+    }
+
+    /// The commands sent since the last drain, with their ids.
+    fn sent(&mut self) -> Vec<(String, Command)> {
+        self.drain()
+            .into_iter()
+            .filter_map(|a| match a {
+                Action::Send { id, command } => Some((id, command)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn respond(&mut self, id: &str, command: &str, success: bool, data: Value) {
+        let r: Response = serde_json::from_value(json!({
+            "type": "response", "id": id, "command": command, "success": success, "data": data,
+            "error": if success { Value::Null } else { json!("refused") }
+        }))
+        .unwrap();
+        self.m.handle_incoming(self.now(), Incoming::Response(r));
+    }
+
+    fn event(&mut self, v: Value) {
+        let msg: Incoming = serde_json::from_value(v).unwrap();
+        self.m.handle_incoming(self.now(), msg);
+    }
+
+    /// get_state + get_available_models answered; returns the commands that follow.
+    fn start(&mut self, current: Value, models: Vec<Value>) -> Vec<(String, Command)> {
+        let first = self.log.clone();
+        let ids: Vec<String> = first
+            .iter()
+            .filter_map(|a| match a {
+                Action::Send { id, .. } => Some(id.clone()),
+                _ => None,
+            })
+            .collect();
+        self.respond(&ids[0], "get_state", true, json!({"model": current}));
+        self.respond(
+            &ids[1],
+            "get_available_models",
+            true,
+            json!({"models": models}),
+        );
+        self.sent()
+    }
+
+    fn ok_prompt(&mut self, sent: &[(String, Command)]) {
+        let (id, cmd) = sent.last().expect("a command was sent");
+        assert!(
+            matches!(cmd, Command::Prompt { .. }),
+            "expected prompt, got {cmd:?}"
+        );
+        let id = id.clone();
+        self.respond(&id, "prompt", true, Value::Null);
+    }
+
+    fn assistant_end(&mut self, stop: &str, text: &str, error: Option<&str>) {
+        self.event(json!({"type": "message_end", "message": {
+            "role": "assistant", "content": [{"type": "text", "text": text}],
+            "stopReason": stop, "errorMessage": error}}));
+    }
+
+    fn settle(&mut self) {
+        self.event(json!({"type": "agent_settled"}));
+    }
+
+    fn fail_settled(&mut self, error: &str) {
+        self.event(json!({"type": "agent_start"}));
+        self.assistant_end("error", "", Some(error));
+        self.event(json!({"type": "agent_end", "willRetry": false}));
+        self.settle();
+    }
+
+    fn answer(&mut self, text: &str) {
+        self.event(json!({"type": "agent_start"}));
+        self.event(json!({"type": "message_update"}));
+        self.assistant_end("stop", text, None);
+        self.settle();
+    }
+
+    /// Answers fork bookkeeping and set_model, returns the final prompt command.
+    fn complete_redispatch(&mut self, mut sent: Vec<(String, Command)>) -> Command {
+        loop {
+            let (id, cmd) = sent.pop().expect("a command");
+            match &cmd {
+                Command::GetForkMessages => self.respond(
+                    &id,
+                    "get_fork_messages",
+                    true,
+                    json!({"messages": [{"entryId": "e1", "text": "Summarise."}]}),
+                ),
+                Command::Fork { entry_id } => {
+                    assert_eq!(entry_id, "e1");
+                    self.respond(
+                        &id,
+                        "fork",
+                        true,
+                        json!({"text": "Summarise.", "cancelled": false}),
+                    )
+                }
+                Command::SetModel { .. } => self.respond(&id, "set_model", true, json!({})),
+                Command::Prompt { .. } => {
+                    self.respond(&id, "prompt", true, Value::Null);
+                    return cmd;
+                }
+                other => panic!("unexpected command {other:?}"),
+            }
+            sent = self.sent();
+        }
+    }
+
+    fn outcome(&self) -> Outcome {
+        self.m.outcome().cloned().expect("finished")
+    }
+
+    fn commands(&mut self) -> Vec<String> {
+        self.drain();
+        self.log
+            .iter()
+            .filter_map(|a| match a {
+                Action::Send { command, .. } => Some(match command {
+                    Command::SetModel { provider, model_id } => {
+                        format!("set_model {provider}/{model_id}")
+                    }
+                    c => c.name().to_string(),
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn deltas(&mut self) -> Vec<Delta> {
+        self.drain();
+        self.log
+            .iter()
+            .filter_map(|a| match a {
+                Action::Record(d) => Some(d.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn progress(&mut self) -> Vec<String> {
+        self.drain();
+        self.log
+            .iter()
+            .filter_map(|a| match a {
+                Action::Progress {
+                    line,
+                    verbose_only: false,
+                } => Some(line.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+const Q402: &str =
+    r#"402: {"message":"You exceeded your current quota","type":"insufficient_quota"}"#;
+
+fn answered_by(h: &H) -> String {
+    match h.outcome() {
+        Outcome::Answer { model, text } => format!("{} {text}", model.key()),
+        other => panic!("no answer: {other:?}"),
+    }
+}
+
+#[test]
+fn success_on_the_first_model() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.answer("  Hello.  ");
+    assert_eq!(answered_by(&h), "a/m1 Hello.");
+    assert_eq!(
+        h.commands(),
+        ["get_state", "get_available_models", "prompt"]
+    );
+    assert!(matches!(h.deltas().as_slice(), [Delta::Success { .. }]));
+    assert_eq!(h.m.poll_deadline(), None);
+}
+
+#[test]
+fn quota_failure_switches_provider_by_fork_and_same_prompt() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.fail_settled(Q402);
+    let sent = h.sent();
+    let prompt = h.complete_redispatch(sent);
+    assert_eq!(
+        prompt,
+        Command::Prompt {
+            message: "Summarise.".into(),
+            images: vec![]
+        }
+    );
+    h.answer("From b.");
+    assert_eq!(answered_by(&h), "b/m1 From b.");
+    assert_eq!(
+        h.commands(),
+        [
+            "get_state",
+            "get_available_models",
+            "prompt",
+            "get_fork_messages",
+            "fork",
+            "set_model b/m1",
+            "prompt"
+        ]
+    );
+    let deltas = h.deltas();
+    assert!(matches!(
+        &deltas[0],
+        Delta::Failure { key, scope: Scope::Provider, class: FailureClass::Quota, .. } if key == "a"
+    ));
+    assert!(matches!(&deltas[1], Delta::Switch(e) if e.from == "a/m1" && e.to == "b/m1"));
+    assert!(matches!(&deltas[2], Delta::Success { keys, .. } if keys.model == "b/m1"));
+    assert_eq!(h.progress(), ["switch a/m1 → b/m1 (quota)"]);
+}
+
+#[test]
+fn retryable_failure_aborts_pis_backoff_and_switches_at_once() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.event(json!({"type": "agent_start"}));
+    let err = r#"429: {"message":"Rate limit reached","type":"rate_limit_exceeded"}"#;
+    h.assistant_end("error", "", Some(err));
+    h.event(json!({"type": "agent_end", "willRetry": true}));
+    h.event(json!({"type": "auto_retry_start", "attempt": 1, "maxAttempts": 3, "delayMs": 2000, "errorMessage": err}));
+    let sent = h.sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].1, Command::AbortRetry);
+    h.respond(&sent[0].0, "abort_retry", true, Value::Null);
+    h.event(json!({"type": "auto_retry_end", "success": false, "attempt": 1, "finalError": "Retry cancelled"}));
+    h.settle();
+    let sent = h.sent();
+    h.complete_redispatch(sent);
+    h.answer("ok");
+    assert_eq!(answered_by(&h), "b/m1 ok");
+    assert_eq!(
+        h.commands()[2..],
+        [
+            "prompt",
+            "abort_retry",
+            "get_fork_messages",
+            "fork",
+            "set_model b/m1",
+            "prompt"
+        ]
+    );
+    // The rate limit was recorded once, not again at settle.
+    let failures = h
+        .deltas()
+        .iter()
+        .filter(|d| matches!(d, Delta::Failure { .. }))
+        .count();
+    assert_eq!(failures, 1);
+}
+
+#[test]
+fn one_off_5xx_is_retried_once_on_the_same_model_then_switches() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    let e503 = r#"503: {"message":"The engine is currently overloaded","type":"server_error"}"#;
+    h.fail_settled(e503);
+    let sent = h.sent();
+    let names: Vec<_> = sent.iter().map(|(_, c)| c.name()).collect();
+    assert_eq!(names, ["get_fork_messages"], "same model: no set_model");
+    h.complete_redispatch(sent);
+    h.fail_settled(e503);
+    let sent = h.sent();
+    h.complete_redispatch(sent);
+    h.answer("ok");
+    assert_eq!(answered_by(&h), "b/m1 ok");
+    assert_eq!(
+        h.commands()[2..],
+        [
+            "prompt",
+            "get_fork_messages",
+            "fork",
+            "prompt",
+            "get_fork_messages",
+            "fork",
+            "set_model b/m1",
+            "prompt"
+        ]
+    );
+}
+
+#[test]
+fn after_tools_ran_the_switch_continues_instead_of_forking() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.event(json!({"type": "agent_start"}));
+    h.assistant_end("toolUse", "Let me look.", None);
+    h.event(json!({"type": "tool_execution_start", "toolCallId": "c1", "toolName": "ls"}));
+    h.event(json!({"type": "tool_execution_end", "toolCallId": "c1", "toolName": "ls", "isError": false}));
+    h.event(json!({"type": "turn_start"}));
+    h.assistant_end(
+        "error",
+        "",
+        Some(r#"401: {"message":"Incorrect API key provided"}"#),
+    );
+    h.settle();
+    let sent = h.sent();
+    let names: Vec<_> = sent.iter().map(|(_, c)| c.name()).collect();
+    assert_eq!(names, ["set_model"]);
+    let prompt = h.complete_redispatch(sent);
+    assert_eq!(
+        prompt,
+        Command::Prompt {
+            message: CONTINUATION_PROMPT.into(),
+            images: vec![]
+        }
+    );
+    h.answer("Final.");
+    assert_eq!(answered_by(&h), "b/m1 Final.");
+}
+
+#[test]
+fn intermediate_tool_turn_text_is_never_the_answer() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.event(json!({"type": "agent_start"}));
+    h.assistant_end("toolUse", "Intermediate.", None);
+    h.event(json!({"type": "turn_end"}));
+    assert!(
+        h.m.outcome().is_none(),
+        "a tool turn does not finish the run"
+    );
+    h.event(json!({"type": "tool_execution_start"}));
+    h.event(json!({"type": "tool_execution_end"}));
+    h.assistant_end("stop", "The final answer.", None);
+    h.settle();
+    assert_eq!(answered_by(&h), "a/m1 The final answer.");
+}
+
+#[test]
+fn with_no_candidate_pi_keeps_its_own_retry_then_the_run_is_exhausted() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(
+        model("a", "m1", false, 128_000),
+        vec![model("a", "m1", false, 128_000)],
+    );
+    h.ok_prompt(&sent);
+    let err = r#"429: {"message":"Rate limit reached"}"#;
+    h.event(json!({"type": "agent_start"}));
+    h.assistant_end("error", "", Some(err));
+    h.event(
+        json!({"type": "auto_retry_start", "attempt": 1, "delayMs": 2000, "errorMessage": err}),
+    );
+    assert!(
+        h.sent().is_empty(),
+        "no abort_retry: Pi's retry is the only hope"
+    );
+    h.advance(2000);
+    h.fail_settled(err);
+    match h.outcome() {
+        Outcome::Exhausted { reason, last_error } => {
+            assert_eq!(reason, "no healthy candidate left");
+            assert!(last_error.unwrap().contains("a/m1: 429"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn first_response_watchdog_aborts_and_fails_over_as_endpoint() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.event(json!({"type": "agent_start"}));
+    let deadline = h.m.poll_deadline().expect("watchdog armed");
+    assert_eq!(deadline, h.now().instant + Duration::from_millis(1000));
+    h.advance(999);
+    h.m.handle_timeout(h.now());
+    assert!(h.sent().is_empty());
+    h.advance(1);
+    h.m.handle_timeout(h.now());
+    let sent = h.sent();
+    assert_eq!(sent[0].1, Command::Abort);
+    h.assistant_end("aborted", "", Some("Request aborted"));
+    h.settle();
+    let deltas = h.deltas();
+    assert!(matches!(
+        &deltas[0],
+        Delta::Failure {
+            scope: Scope::Endpoint,
+            class: FailureClass::Endpoint,
+            ..
+        }
+    ));
+    let sent = h.sent();
+    h.complete_redispatch(sent);
+    h.answer("ok");
+    assert_eq!(answered_by(&h), "b/m1 ok");
+}
+
+#[test]
+fn stall_watchdog_restarts_on_progress_and_pauses_during_tools() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.event(json!({"type": "message_update"}));
+    assert_eq!(
+        h.m.poll_deadline(),
+        Some(h.now().instant + Duration::from_millis(2000))
+    );
+    h.advance(1500);
+    h.event(json!({"type": "message_update"}));
+    assert_eq!(
+        h.m.poll_deadline(),
+        Some(h.now().instant + Duration::from_millis(2000))
+    );
+    h.event(json!({"type": "tool_execution_start"}));
+    assert_eq!(h.m.poll_deadline(), None, "a running tool is not a stall");
+    h.advance(600_000);
+    h.m.handle_timeout(h.now());
+    assert!(h.sent().is_empty());
+    h.event(json!({"type": "tool_execution_end"}));
+    assert_eq!(
+        h.m.poll_deadline(),
+        Some(h.now().instant + Duration::from_millis(2000))
+    );
+}
+
+#[test]
+fn interrupt_aborts_and_never_fails_over() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.event(json!({"type": "agent_start"}));
+    h.m.handle_interrupt(h.now());
+    let sent = h.sent();
+    assert_eq!(sent[0].1, Command::Abort);
+    h.assistant_end("aborted", "", Some("Request aborted"));
+    h.settle();
+    assert_eq!(h.outcome(), Outcome::Aborted);
+    assert!(h.deltas().is_empty(), "a user abort records nothing");
+    assert_eq!(h.commands()[2..], ["prompt", "abort"]);
+}
+
+#[test]
+fn known_dead_start_model_is_skipped_before_the_first_request() {
+    let mut health = Health::default();
+    health.providers.insert(
+        "a".into(),
+        Record {
+            consecutive_failures: 1,
+            total_failures: 1,
+            cooldown_until: Some(u64::MAX),
+            ..Record::default()
+        },
+    );
+    let mut h = H::new(health, vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    let names: Vec<_> = sent.iter().map(|(_, c)| c.name()).collect();
+    assert_eq!(names, ["set_model"]);
+    h.complete_redispatch(sent);
+    h.answer("ok");
+    assert_eq!(answered_by(&h), "b/m1 ok");
+    assert_eq!(h.progress()[0], "start: a/m1 is provider breaker open");
+    assert_eq!(h.commands()[2..], ["set_model b/m1", "prompt"]);
+}
+
+#[test]
+fn images_with_a_text_only_model_switch_before_sending() {
+    let img = vec![ImageContent::new("AAAA".into(), "image/png")];
+    let mut h = H::new(Health::default(), img.clone());
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    let prompt = h.complete_redispatch(sent);
+    assert_eq!(
+        prompt,
+        Command::Prompt {
+            message: "Summarise.".into(),
+            images: img
+        }
+    );
+    assert_eq!(h.commands()[2..], ["set_model c/vision", "prompt"]);
+    assert_eq!(h.progress()[1], "switch a/m1 → c/vision (modality)");
+}
+
+#[test]
+fn images_without_any_image_model_exhaust_before_sending() {
+    let img = vec![ImageContent::new("AAAA".into(), "image/png")];
+    let mut h = H::new(Health::default(), img);
+    h.start(
+        model("a", "m1", false, 128_000),
+        vec![
+            model("a", "m1", false, 128_000),
+            model("b", "m1", false, 128_000),
+        ],
+    );
+    assert!(!h.commands().iter().any(|c| c == "prompt"));
+    match h.outcome() {
+        Outcome::Exhausted { reason, .. } => assert!(reason.contains("image-capable"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn context_overflow_only_chooses_a_larger_window() {
+    let mut h = H::new(Health::default(), vec![]);
+    let models = vec![
+        model("a", "small", false, 32_000),
+        model("b", "same", false, 32_000),
+        model("c", "big", false, 200_000),
+    ];
+    let sent = h.start(model("a", "small", false, 32_000), models);
+    h.ok_prompt(&sent);
+    h.fail_settled(r#"400: {"message":"This model's maximum context length is 32000 tokens","code":"context_length_exceeded"}"#);
+    let sent = h.sent();
+    h.complete_redispatch(sent);
+    assert!(h.commands().contains(&"set_model c/big".to_string()));
+    assert!(
+        h.deltas()
+            .iter()
+            .all(|d| !matches!(d, Delta::Failure { .. })),
+        "no breaker"
+    );
+}
+
+#[test]
+fn content_policy_avoids_the_whole_family() {
+    let mut h = H::new(Health::default(), vec![]);
+    let models = vec![
+        model("zai", "glm-4.5", false, 128_000),
+        model("gw", "GLM-4.6", false, 128_000),
+        model("ali", "qwen-max", false, 128_000),
+    ];
+    let sent = h.start(model("zai", "glm-4.5", false, 128_000), models);
+    h.ok_prompt(&sent);
+    h.fail_settled(r#"400: {"message":"Request rejected: content_filter policy violation"}"#);
+    let sent = h.sent();
+    h.complete_redispatch(sent);
+    assert!(
+        h.commands().contains(&"set_model ali/qwen-max".to_string()),
+        "{:?}",
+        h.commands()
+    );
+}
+
+#[test]
+fn round_window_ends_failover() {
+    let mut c = cfg();
+    c.round_limit = Duration::from_millis(5000);
+    let mut h = H::with(c, Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.event(json!({"type": "message_update"}));
+    h.advance(5000);
+    h.fail_settled(Q402);
+    match h.outcome() {
+        Outcome::Exhausted { reason, .. } => assert!(reason.contains("round window"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn refused_set_model_moves_to_the_next_candidate() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.fail_settled(Q402);
+    let mut sent = h.sent();
+    // fork bookkeeping
+    for _ in 0..2 {
+        let (id, cmd) = sent.pop().unwrap();
+        let data = match cmd {
+            Command::GetForkMessages => json!({"messages": [{"entryId": "e1", "text": "x"}]}),
+            _ => json!({"cancelled": false}),
+        };
+        h.respond(&id, cmd.name(), true, data);
+        sent = h.sent();
+    }
+    let (id, cmd) = sent.pop().unwrap();
+    assert_eq!(cmd.name(), "set_model");
+    h.respond(&id, "set_model", false, Value::Null);
+    let sent = h.sent();
+    assert_eq!(sent.len(), 1);
+    assert!(matches!(&sent[0].1, Command::SetModel { provider, .. } if provider == "c"));
+    h.complete_redispatch(sent);
+    h.answer("ok");
+    assert_eq!(answered_by(&h), "c/vision ok");
+}
+
+#[test]
+fn empty_answer_with_nowhere_to_go_is_an_empty_answer() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(
+        model("a", "m1", false, 128_000),
+        vec![model("a", "m1", false, 128_000)],
+    );
+    h.ok_prompt(&sent);
+    h.answer("   ");
+    assert_eq!(h.outcome(), Outcome::EmptyAnswer);
+}
+
+#[test]
+fn half_open_candidate_needs_the_probe_lease() {
+    let mut health = Health::default();
+    health.providers.insert(
+        "b".into(),
+        Record {
+            consecutive_failures: 1,
+            total_failures: 1,
+            cooldown_until: Some(1),
+            ..Record::default()
+        },
+    );
+    let mut h = H::new(health, vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.fail_settled(Q402);
+    let actions = h.drain();
+    assert!(actions.contains(&Action::ClaimProbe {
+        provider: "b".into()
+    }));
+    h.m.handle_probe_result(h.now(), false);
+    let sent = h.sent();
+    h.complete_redispatch(sent);
+    assert!(
+        h.commands().contains(&"set_model c/vision".to_string()),
+        "{:?}",
+        h.commands()
+    );
+}
+
+#[test]
+fn three_endpoint_failures_isolate_the_endpoint_for_the_round() {
+    let mut c = cfg();
+    c.cooldown_scale = 0.0; // breakers close at once: only isolation keeps the endpoint out
+    let mut h = H::with(c, Health::default(), vec![]);
+    let models = vec![
+        model("a", "m1", false, 128_000),
+        model("a", "m2", false, 128_000),
+        model("a", "m3", false, 128_000),
+        model("a", "m4", false, 128_000),
+    ];
+    let sent = h.start(model("a", "m1", false, 128_000), models);
+    h.ok_prompt(&sent);
+    for _ in 0..2 {
+        h.fail_settled("Connection error.");
+        let sent = h.sent();
+        h.complete_redispatch(sent);
+    }
+    h.fail_settled("Connection error.");
+    let sets: Vec<_> = h
+        .commands()
+        .into_iter()
+        .filter(|c| c.starts_with("set_model"))
+        .collect();
+    assert_eq!(sets, ["set_model a/m2", "set_model a/m3"]);
+    assert!(
+        matches!(h.outcome(), Outcome::Exhausted { .. }),
+        "a/m4 shares the isolated endpoint"
+    );
+}
