@@ -142,7 +142,7 @@ fn signal_case(v: &str, signal: i32, code: i32) {
     assert!(stdout.is_empty(), "stdout: {stdout}");
     assert!(took < Duration::from_secs(5), "stopping took {took:?}");
     assert!(
-        !stderr.contains("switch"),
+        !stderr.contains("] switch"),
         "no failover on a user abort: {stderr}"
     );
     let reqs = env.llm.requests();
