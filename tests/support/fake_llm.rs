@@ -1,0 +1,1198 @@
+//! A fault-injecting, OpenAI-compatible streaming chat-completions server for the integration
+//! tests, plus writers for Pi's `models.json` / `settings.json`.
+//!
+//! * Binds `127.0.0.1:0` only; std threads, one per connection; HTTP/1.1 keep-alive.
+//! * `POST /<route>/…/chat/completions` answers per the scripted [`Behaviour`]; successful answers
+//!   are SSE (`data: {chat.completion.chunk}` lines, a usage chunk, `data: [DONE]`) with chunked
+//!   transfer encoding. `GET /<route>/…/models` lists the model ids scripted for that route.
+//! * The first path segment is the provider *route*: [`FakeLlm::base_url`]`("a")` =
+//!   `http://127.0.0.1:PORT/a/v1`, so one server plays several providers.
+//! * Behaviour per request: the script for `(route, model)`, else the script for `(route, "*")`,
+//!   else the default (initially [`Behaviour::Ok`]). A script is a list consumed one entry per
+//!   request; its last entry repeats. Re-scripting a key restarts it.
+//! * Every 4xx/5xx answer carries `Connection: close` and the connection is closed (Pi's next
+//!   request on a reused connection after an error was observed to go out late).
+//! * Every chat request is recorded ([`Request`]); see [`FakeLlm::requests`].
+//! * Dropping the [`FakeLlm`] stops the server; hanging/stalled handlers end within ~0.1 s.
+
+#![allow(dead_code, clippy::disallowed_methods)]
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+/// Answer text of [`Behaviour::Ok`] / [`Behaviour::Slow`] and friends.
+pub const DEFAULT_TEXT: &str = "Hello from the fake LLM.";
+
+/// What the fake server does with one chat-completions request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Behaviour {
+    /// Stream [`DEFAULT_TEXT`] in a few chunks, `finish_reason:"stop"`, usage chunk, `[DONE]`.
+    Ok,
+    /// Like `Ok` with 0.5 s between content chunks (~2.5 s in all).
+    Slow,
+    /// Like `Ok` with this answer text.
+    Text(String),
+    /// 401 `invalid_api_key`.
+    Status401,
+    /// 402 OpenAI `insufficient_quota`.
+    Status402,
+    /// 402 with a Chinese balance message (`insufficient_balance`).
+    Status402Chinese,
+    /// 403 permission denied.
+    Status403,
+    /// 404 `model_not_found` (the message names the requested model).
+    Status404,
+    /// 429 rate limit with a `Retry-After` header.
+    Status429 { retry_after: String },
+    /// 429 whose body is a Chinese "balance exhausted, please top up" message (Zhipu-style code
+    /// "1113"), with no English quota keywords.
+    QuotaChinese429,
+    /// 500 server_error.
+    Status500,
+    /// 503 overloaded.
+    Status503,
+    /// Read the request, never answer; the connection closes after the hang limit
+    /// ([`FakeLlm::set_hang_limit`], default 60 s) or when the server is dropped.
+    Hang,
+    /// 200 + SSE headers + the role chunk and one content chunk, then stall (bounded like `Hang`),
+    /// then close without finishing the chunked body.
+    StallMidBody,
+    /// 200 + two content chunks ("Hello ", "from "), then close (FIN) mid chunked body.
+    Drop,
+    /// Like `Drop` but the close is a TCP RST (SO_LINGER 0).
+    Reset,
+    /// Full content, usage chunk and `[DONE]`, but no chunk ever carries a `finish_reason`.
+    NoFinish,
+    /// Stream one tool call (`finish_reason:"tool_calls"`) to `name` with JSON `args`.
+    ToolCall { name: String, args: Value },
+    /// 400 OpenAI-style moderation rejection (`code:"content_filter"`).
+    ContentPolicy,
+    /// 400 with a Chinese moderation message only (`code:"data_inspection_failed"`).
+    ContentPolicyChinese,
+    /// 400 `context_length_exceeded` (8192-token model, 9000-token request).
+    ContextLength,
+    /// Any status with this raw body (sent as `application/json`).
+    Status(u16, String),
+}
+
+impl Behaviour {
+    /// `Text(s)`.
+    pub fn text(s: impl Into<String>) -> Self {
+        Behaviour::Text(s.into())
+    }
+    /// `Status429 { retry_after: "1" }`.
+    pub fn rate_limited() -> Self {
+        Behaviour::Status429 {
+            retry_after: "1".into(),
+        }
+    }
+    /// `ToolCall { name, args }`.
+    pub fn tool(name: impl Into<String>, args: Value) -> Self {
+        Behaviour::ToolCall {
+            name: name.into(),
+            args,
+        }
+    }
+}
+
+/// An image part of a recorded request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Image {
+    /// Mime type from the data URL (`data:<mime>;base64,…`), "" if not a data URL.
+    pub mime: String,
+    /// The base64 payload (no `data:` prefix).
+    pub base64: String,
+    /// Decoded length of the payload in bytes (0 if it does not decode).
+    pub bytes: usize,
+}
+
+/// One message of a recorded request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Msg {
+    /// `system`, `developer`, `user`, `assistant`, `tool`.
+    pub role: String,
+    /// String content as is; array content: text parts and `<image>` for each image part, joined
+    /// with "\n"; assistant tool calls appended as `<tool_calls:name1,name2>`.
+    pub text: String,
+}
+
+/// One recorded chat-completions request.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// First path segment (`"a"` for `/a/v1/chat/completions`).
+    pub route: String,
+    /// Full request path.
+    pub path: String,
+    /// `model` from the body.
+    pub model: String,
+    pub messages: Vec<Msg>,
+    /// Image parts of all messages, in order.
+    pub images: Vec<Image>,
+    /// Number of entries in `tools`.
+    pub tools: usize,
+    pub reasoning_effort: Option<String>,
+    /// The `Authorization` header, if any.
+    pub authorization: Option<String>,
+    /// The behaviour the server answered with.
+    pub behaviour: Behaviour,
+    /// Connection number (1-based, per server) and request number on that connection (1-based).
+    pub conn: u64,
+    pub req_on_conn: u64,
+    /// When the request was fully read.
+    pub at: Instant,
+    /// The raw JSON body (`Value::Null` if it did not parse).
+    pub body: Value,
+}
+
+impl Request {
+    /// Text of the last `user` message.
+    pub fn last_user_text(&self) -> Option<&str> {
+        self.messages
+            .iter()
+            .rev()
+            .find(|m| m.role == "user")
+            .map(|m| m.text.as_str())
+    }
+    /// Roles in order (e.g. `["system", "user"]`).
+    pub fn roles(&self) -> Vec<&str> {
+        self.messages.iter().map(|m| m.role.as_str()).collect()
+    }
+}
+
+struct Script {
+    list: Vec<Behaviour>,
+    next: usize,
+}
+
+struct State {
+    scripts: HashMap<(String, String), Script>,
+    default: Behaviour,
+    requests: Vec<Request>,
+    hang_limit: Duration,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    state_cv: Condvar,
+    stop: Mutex<bool>,
+    stop_cv: Condvar,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    fn stopped(&self) -> bool {
+        *self.stop.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    /// Sleep up to `d`; returns early (true) when the server is stopping.
+    fn sleep(&self, d: Duration) -> bool {
+        let g = self.stop.lock().unwrap_or_else(|e| e.into_inner());
+        let (g, _) = self
+            .stop_cv
+            .wait_timeout_while(g, d, |stopped| !*stopped)
+            .unwrap_or_else(|e| e.into_inner());
+        *g
+    }
+}
+
+/// The fake server. See the module docs.
+pub struct FakeLlm {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    acceptor: Option<JoinHandle<()>>,
+    conns: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl FakeLlm {
+    /// Start a server on `127.0.0.1:<ephemeral port>`.
+    pub fn start() -> FakeLlm {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("fake_llm: bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("fake_llm: local_addr");
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                scripts: HashMap::new(),
+                default: Behaviour::Ok,
+                requests: Vec::new(),
+                hang_limit: Duration::from_secs(60),
+            }),
+            state_cv: Condvar::new(),
+            stop: Mutex::new(false),
+            stop_cv: Condvar::new(),
+        });
+        let conns: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let acceptor = {
+            let shared = shared.clone();
+            let conns = conns.clone();
+            thread::Builder::new()
+                .name(format!("fake-llm-{}", addr.port()))
+                .spawn(move || {
+                    let mut conn_id = 0u64;
+                    for stream in listener.incoming() {
+                        if shared.stopped() {
+                            break;
+                        }
+                        let Ok(stream) = stream else {
+                            thread::sleep(Duration::from_millis(5));
+                            continue;
+                        };
+                        conn_id += 1;
+                        let shared = shared.clone();
+                        let h = thread::spawn(move || handle_conn(stream, &shared, conn_id));
+                        let mut list = conns.lock().unwrap_or_else(|e| e.into_inner());
+                        list.retain(|h| !h.is_finished());
+                        list.push(h);
+                    }
+                })
+                .expect("fake_llm: spawn acceptor")
+        };
+        FakeLlm {
+            shared,
+            addr,
+            acceptor: Some(acceptor),
+            conns,
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// `http://127.0.0.1:PORT/<route>/v1` — an OpenAI-style base URL for provider `route`.
+    pub fn base_url(&self, route: &str) -> String {
+        format!("http://127.0.0.1:{}/{route}/v1", self.port())
+    }
+
+    /// Script the answers for `model` on `route` (`model` "*" = any model of that route without
+    /// its own script). One entry per request; the last one repeats. Replaces (restarts) an
+    /// earlier script for the same key. An empty list removes the script.
+    pub fn script(&self, route: &str, model: &str, list: Vec<Behaviour>) {
+        let mut st = self.shared.state();
+        let key = (route.to_string(), model.to_string());
+        if list.is_empty() {
+            st.scripts.remove(&key);
+        } else {
+            st.scripts.insert(key, Script { list, next: 0 });
+        }
+    }
+
+    /// Behaviour for requests without a script (initially `Ok`).
+    pub fn set_default(&self, b: Behaviour) {
+        self.shared.state().default = b;
+    }
+
+    /// Upper bound for `Hang` / `StallMidBody` (default 60 s).
+    pub fn set_hang_limit(&self, d: Duration) {
+        self.shared.state().hang_limit = d;
+    }
+
+    /// All chat requests so far, in arrival order.
+    pub fn requests(&self) -> Vec<Request> {
+        self.shared.state().requests.clone()
+    }
+
+    /// Chat requests for `model` on `route`.
+    pub fn requests_to(&self, route: &str, model: &str) -> Vec<Request> {
+        self.shared
+            .state()
+            .requests
+            .iter()
+            .filter(|r| r.route == route && r.model == model)
+            .cloned()
+            .collect()
+    }
+
+    /// Forget the recorded requests (scripts keep their position).
+    pub fn clear_requests(&self) {
+        self.shared.state().requests.clear();
+    }
+
+    /// Wait until at least `n` requests were recorded (or `timeout`); returns all requests.
+    pub fn wait_requests(&self, n: usize, timeout: Duration) -> Vec<Request> {
+        let g = self.shared.state();
+        let (g, _) = self
+            .shared
+            .state_cv
+            .wait_timeout_while(g, timeout, |st| st.requests.len() < n)
+            .unwrap_or_else(|e| e.into_inner());
+        g.requests.clone()
+    }
+}
+
+impl Drop for FakeLlm {
+    fn drop(&mut self) {
+        *self.shared.stop.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.shared.stop_cv.notify_all();
+        // Wake the blocking accept().
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        if let Some(h) = self.acceptor.take() {
+            let _ = h.join();
+        }
+        let handles: Vec<_> = self
+            .conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+            .collect();
+        for h in handles {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A loopback port with nothing listening: connecting is refused (RST). The port stays bound
+/// (without `listen`) by this process for its lifetime, so nobody else can take it.
+pub fn closed_port() -> u16 {
+    static HOLDER: OnceLock<(socket2::Socket, u16)> = OnceLock::new();
+    HOLDER
+        .get_or_init(|| {
+            use socket2::{Domain, SockAddr, Socket, Type};
+            let s = Socket::new(Domain::IPV4, Type::STREAM, None).expect("closed_port: socket");
+            let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+            s.bind(&SockAddr::from(addr)).expect("closed_port: bind");
+            let port = s
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_socket())
+                .map(|a| a.port())
+                .expect("closed_port: local_addr");
+            (s, port)
+        })
+        .1
+}
+
+// ---------------------------------------------------------------------------------------------
+// models.json / settings.json
+
+/// Where a provider points.
+#[derive(Clone, Debug)]
+pub enum Endpoint {
+    /// A route of the fake server: `FakeLlm::base_url(route)`.
+    Route(String),
+    /// `http://127.0.0.1:<closed_port()>/v1` — connection refused.
+    Refused,
+    /// Any explicit base URL (must be 127.0.0.1).
+    BaseUrl(String),
+}
+
+/// One provider of `models.json`.
+#[derive(Clone, Debug)]
+pub struct ProviderSpec {
+    pub name: String,
+    pub endpoint: Endpoint,
+    pub models: Vec<ModelSpec>,
+}
+
+impl ProviderSpec {
+    /// Provider `name` served by the fake server's `route`.
+    pub fn new(name: &str, route: &str, models: Vec<ModelSpec>) -> Self {
+        ProviderSpec {
+            name: name.into(),
+            endpoint: Endpoint::Route(route.into()),
+            models,
+        }
+    }
+    /// Provider `name` whose base URL refuses connections.
+    pub fn refused(name: &str, models: Vec<ModelSpec>) -> Self {
+        ProviderSpec {
+            name: name.into(),
+            endpoint: Endpoint::Refused,
+            models,
+        }
+    }
+}
+
+/// One model of a provider.
+#[derive(Clone, Debug)]
+pub struct ModelSpec {
+    pub id: String,
+    /// `input: ["text","image"]` instead of `["text"]`.
+    pub images: bool,
+    pub context_window: u64,
+    pub reasoning: bool,
+}
+
+impl ModelSpec {
+    /// Text-only, 128000-token context, no reasoning.
+    pub fn text(id: &str) -> Self {
+        ModelSpec {
+            id: id.into(),
+            images: false,
+            context_window: 128_000,
+            reasoning: false,
+        }
+    }
+    /// Like `text` but accepts images.
+    pub fn vision(id: &str) -> Self {
+        ModelSpec {
+            images: true,
+            ..Self::text(id)
+        }
+    }
+    /// Builder: mark as a reasoning model.
+    pub fn reasoning(mut self) -> Self {
+        self.reasoning = true;
+        self
+    }
+    /// Builder: set the context window.
+    pub fn context(mut self, tokens: u64) -> Self {
+        self.context_window = tokens;
+        self
+    }
+}
+
+/// The `models.json` document for `providers` (see `write_models_json`).
+pub fn models_json(llm: &FakeLlm, providers: &[ProviderSpec]) -> Value {
+    let mut out = serde_json::Map::new();
+    for p in providers {
+        let base_url = match &p.endpoint {
+            Endpoint::Route(r) => llm.base_url(r),
+            Endpoint::Refused => format!("http://127.0.0.1:{}/v1", closed_port()),
+            Endpoint::BaseUrl(u) => u.clone(),
+        };
+        let models: Vec<Value> = p
+            .models
+            .iter()
+            .map(|m| {
+                json!({
+                    "id": m.id,
+                    "name": m.id,
+                    "contextWindow": m.context_window,
+                    "maxTokens": 4096.min(m.context_window / 2).max(1),
+                    "input": if m.images { json!(["text", "image"]) } else { json!(["text"]) },
+                    "reasoning": m.reasoning,
+                })
+            })
+            .collect();
+        out.insert(
+            p.name.clone(),
+            json!({
+                "baseUrl": base_url,
+                "api": "openai-completions",
+                "apiKey": "x",
+                "models": models,
+            }),
+        );
+    }
+    json!({ "providers": out })
+}
+
+/// Write `<agent_dir>/models.json` (Pi's custom-provider format; every provider gets
+/// `api:"openai-completions"` and `apiKey:"x"`, without which Pi treats its models as unavailable).
+pub fn write_models_json(agent_dir: &Path, llm: &FakeLlm, providers: &[ProviderSpec]) {
+    write_json_file(&agent_dir.join("models.json"), &models_json(llm, providers));
+}
+
+/// Write `<agent_dir>/settings.json`, e.g. `json!({"retry":{"enabled":false},"httpIdleTimeoutMs":3000})`.
+pub fn write_settings_json(agent_dir: &Path, settings: &Value) {
+    write_json_file(&agent_dir.join("settings.json"), settings);
+}
+
+fn write_json_file(path: &Path, v: &Value) {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    }
+    let text = serde_json::to_string_pretty(v).expect("serialize json");
+    std::fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP
+
+struct RawRequest {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl RawRequest {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+const MAX_HEAD: usize = 64 * 1024;
+const MAX_BODY: usize = 256 * 1024 * 1024;
+
+fn handle_conn(mut stream: TcpStream, shared: &Shared, conn: u64) {
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
+    let mut buf = Vec::new();
+    let mut n = 0u64;
+    while let Some(req) = read_request(&mut stream, &mut buf, shared) {
+        n += 1;
+        if !serve(&mut stream, req, shared, conn, n) {
+            break;
+        }
+    }
+    // Dropping `stream` closes it (FIN, or RST when SO_LINGER 0 was set).
+}
+
+/// Read one request; `None` on EOF, error, stop, or a malformed request.
+fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>, shared: &Shared) -> Option<RawRequest> {
+    let head_end = loop {
+        if let Some(i) = find(buf, b"\r\n\r\n") {
+            break i;
+        }
+        if buf.len() > MAX_HEAD {
+            return None;
+        }
+        fill(stream, buf, shared)?;
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut first = lines.next()?.split_whitespace();
+    let method = first.next()?.to_string();
+    let path = first.next()?.to_string();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    buf.drain(..head_end + 4);
+    let mut req = RawRequest {
+        method,
+        path,
+        headers,
+        body: Vec::new(),
+    };
+    let chunked = req
+        .header("transfer-encoding")
+        .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+    if chunked {
+        loop {
+            if let Some((body, used)) = decode_chunked(buf) {
+                buf.drain(..used);
+                req.body = body;
+                break;
+            }
+            if buf.len() > MAX_BODY {
+                return None;
+            }
+            fill(stream, buf, shared)?;
+        }
+    } else {
+        let len: usize = req
+            .header("content-length")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        if len > MAX_BODY {
+            return None;
+        }
+        while buf.len() < len {
+            fill(stream, buf, shared)?;
+        }
+        req.body = buf.drain(..len).collect();
+    }
+    Some(req)
+}
+
+/// Read more bytes into `buf`, retrying on the 100 ms read timeout until data, EOF or stop.
+fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>, shared: &Shared) -> Option<()> {
+    let mut tmp = [0u8; 16 * 1024];
+    loop {
+        match stream.read(&mut tmp) {
+            Ok(0) => return None,
+            Ok(n) => {
+                buf.extend_from_slice(&tmp[..n]);
+                return Some(());
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                if shared.stopped() {
+                    return None;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Decode a complete chunked body at the start of `buf`: `(body, bytes consumed)`.
+fn decode_chunked(buf: &[u8]) -> Option<(Vec<u8>, usize)> {
+    let mut pos = 0;
+    let mut body = Vec::new();
+    loop {
+        let line_end = pos + find(&buf[pos..], b"\r\n")?;
+        let size_str = String::from_utf8_lossy(&buf[pos..line_end]);
+        let size = usize::from_str_radix(size_str.split(';').next()?.trim(), 16).ok()?;
+        pos = line_end + 2;
+        if size == 0 {
+            // Trailers (ignored) end with an empty line.
+            loop {
+                let e = pos + find(&buf[pos..], b"\r\n")?;
+                let empty = e == pos;
+                pos = e + 2;
+                if empty {
+                    return Some((body, pos));
+                }
+            }
+        }
+        if buf.len() < pos + size + 2 {
+            return None;
+        }
+        body.extend_from_slice(&buf[pos..pos + size]);
+        pos += size + 2;
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        402 => "Payment Required",
+        403 => "Forbidden",
+        404 => "Not Found",
+        408 => "Request Timeout",
+        413 => "Payload Too Large",
+        422 => "Unprocessable Entity",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "Status",
+    }
+}
+
+/// Write a JSON answer. Errors (>= 400) carry `Connection: close`. Returns "keep the connection".
+fn send_json(stream: &mut TcpStream, status: u16, body: &str, extra: &[(&str, &str)]) -> bool {
+    let close = status >= 400;
+    let mut head = format!(
+        "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+        reason(status),
+        body.len()
+    );
+    for (k, v) in extra {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if close {
+        head.push_str("Connection: close\r\n");
+    }
+    head.push_str("\r\n");
+    let ok = stream
+        .write_all(head.as_bytes())
+        .and_then(|_| stream.write_all(body.as_bytes()))
+        .and_then(|_| stream.flush())
+        .is_ok();
+    if close {
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+    }
+    ok && !close
+}
+
+/// An OpenAI-style error body with the keys in OpenAI's order (message, type, param, code);
+/// Pi re-serialises the error object (key order kept) into `errorMessage` after `"<status>: "`.
+fn err_body(message: &str, typ: &str, code: Option<&str>) -> String {
+    let q = |s: &str| Value::from(s).to_string();
+    format!(
+        r#"{{"error":{{"message":{},"type":{},"param":null,"code":{}}}}}"#,
+        q(message),
+        q(typ),
+        code.map_or_else(|| "null".to_string(), q)
+    )
+}
+
+/// Handle one request; returns whether to keep the connection open.
+fn serve(
+    stream: &mut TcpStream,
+    req: RawRequest,
+    shared: &Shared,
+    conn: u64,
+    req_on_conn: u64,
+) -> bool {
+    let route = req
+        .path
+        .trim_start_matches('/')
+        .split('/')
+        .next()
+        .unwrap_or("")
+        .to_string();
+    let path_only = req
+        .path
+        .split('?')
+        .next()
+        .unwrap_or("")
+        .trim_end_matches('/')
+        .to_string();
+    if req.method == "GET" {
+        if path_only.ends_with("/models") {
+            let st = shared.state();
+            let mut ids: Vec<&str> = st
+                .scripts
+                .keys()
+                .filter(|(r, m)| *r == route && m != "*")
+                .map(|(_, m)| m.as_str())
+                .collect();
+            ids.sort_unstable();
+            let data: Vec<Value> = ids
+                .iter()
+                .map(|id| json!({"id": id, "object": "model", "owned_by": "fake"}))
+                .collect();
+            let body = json!({"object": "list", "data": data}).to_string();
+            drop(st);
+            return send_json(stream, 200, &body, &[]);
+        }
+        return send_json(
+            stream,
+            404,
+            &err_body("not found", "invalid_request_error", None),
+            &[],
+        );
+    }
+    if req.method != "POST" {
+        return send_json(
+            stream,
+            405,
+            &err_body("method not allowed", "invalid_request_error", None),
+            &[],
+        );
+    }
+    let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let is_chat = path_only.ends_with("/chat/completions");
+    let behaviour = if is_chat {
+        let mut st = shared.state();
+        let default = st.default.clone();
+        let key = (route.clone(), model.clone());
+        let key = if st.scripts.contains_key(&key) {
+            key
+        } else {
+            (route.clone(), "*".to_string())
+        };
+        match st.scripts.get_mut(&key) {
+            Some(s) => {
+                let b = s.list[s.next.min(s.list.len() - 1)].clone();
+                s.next += 1;
+                b
+            }
+            None => default,
+        }
+    } else {
+        Behaviour::Status(
+            404,
+            err_body(
+                &format!("unknown path {}", req.path),
+                "invalid_request_error",
+                None,
+            ),
+        )
+    };
+    let (messages, images) = summarize_messages(&body);
+    let record = Request {
+        route,
+        path: req.path.clone(),
+        model: model.clone(),
+        messages,
+        images,
+        tools: body
+            .get("tools")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len),
+        reasoning_effort: body
+            .get("reasoning_effort")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        authorization: req.header("authorization").map(str::to_string),
+        behaviour: behaviour.clone(),
+        conn,
+        req_on_conn,
+        at: Instant::now(),
+        body,
+    };
+    let hang_limit = {
+        let mut st = shared.state();
+        st.requests.push(record);
+        st.hang_limit
+    };
+    shared.state_cv.notify_all();
+    act(stream, &behaviour, &model, shared, hang_limit)
+}
+
+fn act(
+    stream: &mut TcpStream,
+    b: &Behaviour,
+    model: &str,
+    shared: &Shared,
+    hang_limit: Duration,
+) -> bool {
+    match b {
+        Behaviour::Ok => stream_text(stream, model, DEFAULT_TEXT, Mode::Normal, shared, hang_limit),
+        Behaviour::Text(t) => stream_text(stream, model, t, Mode::Normal, shared, hang_limit),
+        Behaviour::Slow => stream_text(stream, model, DEFAULT_TEXT, Mode::Slow, shared, hang_limit),
+        Behaviour::NoFinish => stream_text(stream, model, DEFAULT_TEXT, Mode::NoFinish, shared, hang_limit),
+        Behaviour::Drop => stream_text(stream, model, DEFAULT_TEXT, Mode::Drop, shared, hang_limit),
+        Behaviour::Reset => stream_text(stream, model, DEFAULT_TEXT, Mode::Reset, shared, hang_limit),
+        Behaviour::StallMidBody => stream_text(stream, model, DEFAULT_TEXT, Mode::Stall, shared, hang_limit),
+        Behaviour::ToolCall { name, args } => stream_tool(stream, model, name, args),
+        Behaviour::Hang => {
+            shared.sleep(hang_limit);
+            false
+        }
+        Behaviour::Status401 => send_json(
+            stream,
+            401,
+            &err_body(
+                "Incorrect API key provided: x.",
+                "invalid_request_error",
+                Some("invalid_api_key"),
+            ),
+            &[],
+        ),
+        Behaviour::Status402 => send_json(
+            stream,
+            402,
+            &err_body(
+                "You exceeded your current quota, please check your plan and billing details.",
+                "insufficient_quota",
+                Some("insufficient_quota"),
+            ),
+            &[],
+        ),
+        Behaviour::Status402Chinese => send_json(
+            stream,
+            402,
+            &json!({"error": {"message": "账户余额不足，请充值后再试", "type": "insufficient_balance"}})
+                .to_string(),
+            &[],
+        ),
+        Behaviour::Status403 => send_json(
+            stream,
+            403,
+            &err_body(
+                "Permission denied for this model.",
+                "permission_error",
+                Some("forbidden"),
+            ),
+            &[],
+        ),
+        Behaviour::Status404 => send_json(
+            stream,
+            404,
+            &err_body(
+                &format!("The model `{model}` does not exist or you do not have access to it."),
+                "invalid_request_error",
+                Some("model_not_found"),
+            ),
+            &[],
+        ),
+        Behaviour::Status429 { retry_after } => send_json(
+            stream,
+            429,
+            &err_body(
+                "Rate limit reached for requests. Please try again in 1s.",
+                "rate_limit_exceeded",
+                Some("rate_limit_exceeded"),
+            ),
+            &[("Retry-After", retry_after)],
+        ),
+        Behaviour::QuotaChinese429 => send_json(
+            stream,
+            429,
+            &json!({"error": {"code": "1113", "message": "余额不足或无可用资源包,请充值。"}}).to_string(),
+            &[],
+        ),
+        Behaviour::Status500 => send_json(
+            stream,
+            500,
+            &err_body(
+                "The server had an error while processing your request.",
+                "server_error",
+                None,
+            ),
+            &[],
+        ),
+        Behaviour::Status503 => send_json(
+            stream,
+            503,
+            &err_body(
+                "The engine is currently overloaded, please try again later.",
+                "server_error",
+                None,
+            ),
+            &[],
+        ),
+        Behaviour::ContentPolicy => send_json(
+            stream,
+            400,
+            &err_body(
+                "Your request was rejected by our content moderation policy (content_filter)",
+                "invalid_request_error",
+                Some("content_filter"),
+            ),
+            &[],
+        ),
+        Behaviour::ContentPolicyChinese => send_json(
+            stream,
+            400,
+            &err_body(
+                "内容审查未通过：输入包含敏感内容",
+                "invalid_request_error",
+                Some("data_inspection_failed"),
+            ),
+            &[],
+        ),
+        Behaviour::ContextLength => send_json(
+            stream,
+            400,
+            &err_body(
+                "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
+                "invalid_request_error",
+                Some("context_length_exceeded"),
+            ),
+            &[],
+        ),
+        Behaviour::Status(code, body) => send_json(stream, *code, body, &[]),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Normal,
+    Slow,
+    NoFinish,
+    Drop,
+    Reset,
+    Stall,
+}
+
+fn start_sse(w: &mut TcpStream) -> io::Result<()> {
+    w.write_all(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
+          Transfer-Encoding: chunked\r\n\r\n",
+    )
+}
+
+fn chunk(w: &mut TcpStream, payload: &str) -> io::Result<()> {
+    w.write_all(format!("{:x}\r\n{payload}\r\n", payload.len()).as_bytes())?;
+    w.flush()
+}
+
+fn sse(w: &mut TcpStream, v: &Value) -> io::Result<()> {
+    chunk(w, &format!("data: {v}\n\n"))
+}
+
+fn finish_sse(w: &mut TcpStream) -> io::Result<()> {
+    chunk(w, "data: [DONE]\n\n")?;
+    w.write_all(b"0\r\n\r\n")?;
+    w.flush()
+}
+
+fn completion_id() -> (String, u64) {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    (format!("chatcmpl-fake-{}", now.as_millis()), now.as_secs())
+}
+
+/// Split like fake_llm.py: about three pieces of whole words, each but the last ending in a space.
+fn pieces(text: &str) -> Vec<String> {
+    let words: Vec<&str> = text.split(' ').collect();
+    let n = (words.len() / 3).max(1);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let end = (i + n).min(words.len());
+        let mut p = words[i..end].join(" ");
+        if end < words.len() {
+            p.push(' ');
+        }
+        out.push(p);
+        i = end;
+    }
+    out
+}
+
+fn stream_text(
+    w: &mut TcpStream,
+    model: &str,
+    text: &str,
+    mode: Mode,
+    shared: &Shared,
+    hang_limit: Duration,
+) -> bool {
+    let (id, created) = completion_id();
+    let chunk_obj = |delta: Value, finish: Option<&str>| {
+        json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let pieces = pieces(text);
+    let res = (|| -> io::Result<bool> {
+        start_sse(w)?;
+        sse(
+            w,
+            &chunk_obj(json!({"role": "assistant", "content": ""}), None),
+        )?;
+        if mode == Mode::Stall {
+            sse(w, &chunk_obj(json!({"content": pieces[0]}), None))?;
+            shared.sleep(hang_limit);
+            return Ok(false);
+        }
+        for (i, p) in pieces.iter().enumerate() {
+            if matches!(mode, Mode::Drop | Mode::Reset) && i == 2 {
+                break;
+            }
+            sse(w, &chunk_obj(json!({"content": p}), None))?;
+            if mode == Mode::Slow && shared.sleep(Duration::from_millis(500)) {
+                return Ok(false);
+            }
+        }
+        if matches!(mode, Mode::Drop | Mode::Reset) {
+            shared.sleep(Duration::from_millis(200));
+            if mode == Mode::Reset {
+                let _ = socket2::SockRef::from(&*w).set_linger(Some(Duration::ZERO));
+            }
+            return Ok(false);
+        }
+        if mode != Mode::NoFinish {
+            sse(w, &chunk_obj(json!({}), Some("stop")))?;
+        }
+        sse(
+            w,
+            &json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+                    "choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}),
+        )?;
+        finish_sse(w)?;
+        Ok(true)
+    })();
+    res.unwrap_or(false)
+}
+
+fn stream_tool(w: &mut TcpStream, model: &str, name: &str, args: &Value) -> bool {
+    let (id, created) = completion_id();
+    let call_id = format!("call_{}", id.trim_start_matches("chatcmpl-fake-"));
+    let obj = |delta: Value, finish: Option<&str>| {
+        json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let res = (|| -> io::Result<()> {
+        start_sse(w)?;
+        sse(
+            w,
+            &obj(
+                json!({"role": "assistant", "content": null, "tool_calls": [
+                    {"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]}),
+                None,
+            ),
+        )?;
+        sse(
+            w,
+            &obj(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": args.to_string()}}]}),
+                None,
+            ),
+        )?;
+        sse(w, &obj(json!({}), Some("tool_calls")))?;
+        sse(
+            w,
+            &json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+                    "choices": [], "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}}),
+        )?;
+        finish_sse(w)
+    })();
+    res.is_ok()
+}
+
+fn summarize_messages(body: &Value) -> (Vec<Msg>, Vec<Image>) {
+    let mut msgs = Vec::new();
+    let mut images = Vec::new();
+    for m in body
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let role = m
+            .get("role")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let mut text = match m.get("content") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(parts)) => {
+                let mut out = Vec::new();
+                for p in parts {
+                    match p.get("type").and_then(Value::as_str) {
+                        Some("text") => out.push(
+                            p.get("text")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .to_string(),
+                        ),
+                        Some("image_url") | Some("input_image") => {
+                            out.push("<image>".to_string());
+                            let url = p
+                                .get("image_url")
+                                .and_then(|u| u.get("url").or(Some(u)))
+                                .and_then(Value::as_str)
+                                .unwrap_or("");
+                            images.push(parse_data_url(url));
+                        }
+                        _ => out.push(p.to_string()),
+                    }
+                }
+                out.join("\n")
+            }
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+        if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
+            let names: Vec<&str> = calls
+                .iter()
+                .map(|c| {
+                    c.pointer("/function/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("?")
+                })
+                .collect();
+            text.push_str(&format!("<tool_calls:{}>", names.join(",")));
+        }
+        msgs.push(Msg { role, text });
+    }
+    (msgs, images)
+}
+
+fn parse_data_url(url: &str) -> Image {
+    let Some(rest) = url.strip_prefix("data:") else {
+        return Image {
+            mime: String::new(),
+            base64: String::new(),
+            bytes: 0,
+        };
+    };
+    let (meta, payload) = rest.split_once(',').unwrap_or((rest, ""));
+    let mime = meta.split(';').next().unwrap_or("").to_string();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(payload)
+        .map_or(0, |v| v.len());
+    Image {
+        mime,
+        base64: payload.to_string(),
+        bytes,
+    }
+}
