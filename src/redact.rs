@@ -25,11 +25,13 @@ const ELLIPSIS: char = '…';
 
 /// Masks secrets, replaces control characters with spaces and caps the length at
 /// [`MAX_CHARS`] characters.
+#[must_use]
 pub fn redact(text: &str) -> String {
     redact_capped(text, MAX_CHARS)
 }
 
 /// [`redact`] with a caller-chosen cap (in characters, `…` included).
+#[must_use]
 pub fn redact_capped(text: &str, max_chars: usize) -> String {
     let text = precut(text, max_chars);
     // Controls go first: an ANSI colour code glued to a key (`\x1b[1msk-…`) must not hide the
@@ -39,8 +41,11 @@ pub fn redact_capped(text: &str, max_chars: usize) -> String {
     truncate(&masked, max_chars)
 }
 
-/// Vendor key shapes recognised anywhere: (literal prefix, minimum tail length, tail class).
-const PREFIXES: &[(&str, usize, fn(u8) -> bool)] = &[
+/// A vendor key shape: literal prefix, minimum tail length, the tail's byte class.
+type KeyShape = (&'static str, usize, fn(u8) -> bool);
+
+/// Vendor key shapes recognised anywhere.
+const PREFIXES: &[KeyShape] = &[
     ("sk-", 8, is_key_char),
     ("AIza", 30, is_key_char),
     ("github_pat_", 20, is_key_char),
