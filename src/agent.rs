@@ -60,10 +60,6 @@ pub struct Agent {
 
 impl Agent {
     /// Starts `program --mode rpc --no-session --no-extensions <extra…>`.
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "agent.rs is the spawning chokepoint"
-    )]
     pub fn spawn(program: &OsString, extra: &[String]) -> Result<Agent, SpawnError> {
         let mut cmd = Process::new(program);
         cmd.args(BASE_ARGS)
@@ -192,4 +188,37 @@ pub fn node_version() -> Option<String> {
         .ok()?;
     let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
     (!v.is_empty()).then_some(v)
+}
+
+/// `pi --version`, for `--doctor`.
+pub fn pi_version(program: &OsString) -> Option<String> {
+    let out = std::process::Command::new(program)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !v.is_empty()).then_some(v)
+}
+
+/// Where `program` resolves: itself when it contains a `/`, else the first match on PATH.
+pub fn resolve_program(program: &OsString) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let is_exec = |p: &std::path::Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let path = std::path::Path::new(program);
+    if program.to_string_lossy().contains('/') {
+        return is_exec(path).then(|| path.to_path_buf());
+    }
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "PATH lookup mirrors what spawning does"
+    )]
+    let dirs = std::env::var_os("PATH")?;
+    std::env::split_paths(&dirs)
+        .map(|d| d.join(program))
+        .find(|p| is_exec(p))
 }

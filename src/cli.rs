@@ -75,6 +75,30 @@ pub struct Cli {
     #[arg(short, long, action = ArgAction::Count)]
     pub verbose: u8,
 
+    /// Print one JSON object (or JSONL in batch mode) instead of plain text
+    #[arg(long)]
+    pub json: bool,
+
+    /// Show the health of every model (breakers, cooldowns, failures) and exit
+    #[arg(long, group = "mode")]
+    pub status: bool,
+
+    /// Close the breakers of a model (provider/model) or of everything (all)
+    #[arg(long, value_name = "MODEL|all", group = "mode")]
+    pub reactivate: Option<String>,
+
+    /// Exclude a model (provider/model) from every run until reactivated
+    #[arg(long, value_name = "MODEL", group = "mode")]
+    pub disable: Option<String>,
+
+    /// Forget the health history of a model (provider/model) or of everything (all)
+    #[arg(long, value_name = "MODEL|all", group = "mode")]
+    pub reset: Option<String>,
+
+    /// Check pi, Node, the agent dir, the available models and the state file, then exit
+    #[arg(long, group = "mode")]
+    pub doctor: bool,
+
     /// Ignored (accepted for compatibility with the old runner)
     #[arg(short = 'p', long = "print", hide = true)]
     pub print: bool,
@@ -130,6 +154,20 @@ pub struct Invocation {
     pub thinking: Option<String>,
     pub task_complexity: Option<String>,
     pub verbose: u8,
+    pub json: bool,
+    pub mode: Mode,
+}
+
+/// What the invocation does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// Answer the prompt.
+    Run,
+    Status,
+    Reactivate(String),
+    Disable(String),
+    Reset(String),
+    Doctor,
 }
 
 fn parse_positive_ms(s: &str) -> Result<u64, String> {
@@ -227,6 +265,19 @@ impl Cli {
                 pi_args.push(v.clone());
             }
         }
+        let mode = if self.status {
+            Mode::Status
+        } else if self.doctor {
+            Mode::Doctor
+        } else if let Some(m) = &self.reactivate {
+            Mode::Reactivate(model_target("--reactivate", m, true)?)
+        } else if let Some(m) = &self.disable {
+            Mode::Disable(model_target("--disable", m, false)?)
+        } else if let Some(m) = &self.reset {
+            Mode::Reset(model_target("--reset", m, true)?)
+        } else {
+            Mode::Run
+        };
         let mut files = Vec::new();
         let mut words = Vec::new();
         for w in self.words {
@@ -240,7 +291,13 @@ impl Cli {
             }
         }
         words.extend(self.literal);
-        if words.is_empty() {
+        if mode != Mode::Run {
+            if !words.is_empty() || !files.is_empty() {
+                return Err(UsageError(
+                    "management flags take no prompt (put prompt words after --)".to_string(),
+                ));
+            }
+        } else if words.is_empty() {
             return Err(UsageError("a prompt is required".to_string()));
         }
         Ok(Invocation {
@@ -252,7 +309,24 @@ impl Cli {
             thinking: self.thinking,
             task_complexity: self.task_complexity,
             verbose: self.verbose,
+            json: self.json,
+            mode,
         })
+    }
+}
+
+/// `provider/model`, or `all` where allowed.
+fn model_target(flag: &str, value: &str, all_allowed: bool) -> Result<String, UsageError> {
+    let v = value.trim();
+    if all_allowed && v == "all" {
+        return Ok(v.to_string());
+    }
+    match v.split_once('/') {
+        Some((p, m)) if !p.is_empty() && !m.is_empty() && !v.starts_with('-') => Ok(v.to_string()),
+        _ => Err(UsageError(format!(
+            "{flag} expects provider/model{} (got '{value}')",
+            if all_allowed { " or all" } else { "" }
+        ))),
     }
 }
 
@@ -391,6 +465,44 @@ mod tests {
         let inv = run(&["-p", "--print", "--no-session", "--no-extensions", "hi"]).unwrap();
         assert!(inv.pi_args.is_empty());
         assert_eq!(inv.prompt, "hi");
+    }
+
+    #[test]
+    fn management_modes_take_no_prompt() {
+        assert_eq!(run(&["--status"]).unwrap().mode, Mode::Status);
+        assert_eq!(run(&["--status", "--json"]).unwrap().json, true);
+        assert_eq!(run(&["--doctor"]).unwrap().mode, Mode::Doctor);
+        assert_eq!(
+            run(&["--reactivate", "all"]).unwrap().mode,
+            Mode::Reactivate("all".into())
+        );
+        assert_eq!(
+            run(&["--disable", "zai/glm-4.6"]).unwrap().mode,
+            Mode::Disable("zai/glm-4.6".into())
+        );
+        assert_eq!(
+            run(&["--reset", "a/b/c"]).unwrap().mode,
+            Mode::Reset("a/b/c".into())
+        );
+        assert!(
+            run(&["--disable", "all"])
+                .unwrap_err()
+                .contains("provider/model")
+        );
+        assert!(
+            run(&["--reset", "nomodel"])
+                .unwrap_err()
+                .contains("provider/model or all")
+        );
+        assert!(
+            run(&["--status", "hello"])
+                .unwrap_err()
+                .contains("take no prompt")
+        );
+        assert!(run(&["--status", "--doctor"]).is_err());
+        // A prompt that looks like a management flag goes after `--`.
+        let inv = run(&["--", "--status"]).unwrap();
+        assert_eq!((inv.mode, inv.prompt.as_str()), (Mode::Run, "--status"));
     }
 
     #[test]

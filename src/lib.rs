@@ -21,6 +21,7 @@ pub mod driver;
 pub mod exit;
 pub mod failover;
 pub mod health;
+pub mod manage;
 pub mod output;
 pub mod redact;
 pub mod rpc;
@@ -80,6 +81,9 @@ pub fn run(args: Vec<OsString>) -> Exit {
             return Exit::Error;
         }
     };
+    if inv.mode != cli::Mode::Run {
+        return runtime.block_on(manage::run(&inv.mode, &settings, &inv.pi_args, inv.json));
+    }
     let mut pi_args = inv.pi_args.clone();
     if let Some(level) = thinking_for(&inv, &prepared) {
         pi_args.push("--thinking".to_string());
@@ -100,8 +104,26 @@ pub fn run(args: Vec<OsString>) -> Exit {
         },
         verbose: inv.verbose,
     };
-    let mut backend = health::Memory::new(settings.cooldown_scale);
-    let report = runtime.block_on(driver::run(request, &mut backend, &mut signals));
+    let mut memory;
+    let mut shared;
+    let backend: &mut dyn health::Backend = match &settings.agent_dir {
+        Some(dir) => {
+            shared = health::shared::Shared::new(
+                dir,
+                settings.cooldown_scale,
+                Box::new(|line: &str| output::error_line(line)),
+            );
+            &mut shared
+        }
+        None => {
+            output::error_line(
+                "warning: no agent directory (set PI_CODING_AGENT_DIR or HOME); health is not shared",
+            );
+            memory = health::Memory::new(settings.cooldown_scale);
+            &mut memory
+        }
+    };
+    let report = runtime.block_on(driver::run(request, backend, &mut signals));
     if let Some(answer) = &report.answer {
         if let Err(e) = output::answer(answer) {
             output::error_line(&format!("cannot write the answer to stdout: {e}"));

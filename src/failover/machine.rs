@@ -306,10 +306,10 @@ impl Machine {
         }
         match msg {
             Incoming::Response(r) => self.on_response(now, r),
-            Incoming::AgentStart | Incoming::TurnStart => {
-                if self.tools_running == 0 && !self.interrupted && self.aborting.is_none() {
-                    self.watch = Watch::FirstResponse(now.instant + self.cfg.first_response);
-                }
+            Incoming::AgentStart | Incoming::TurnStart
+                if self.tools_running == 0 && !self.interrupted && self.aborting.is_none() =>
+            {
+                self.watch = Watch::FirstResponse(now.instant + self.cfg.first_response);
             }
             Incoming::MessageStart { message } if message.role == "assistant" => {
                 self.progress(now);
@@ -613,14 +613,14 @@ impl Machine {
             })
         } else if needs_images && !current.accepts_images() {
             Some("does not accept images".to_string())
-        } else if let Some(block) = self.health.blocked(&current, now.wall_ms, &self.own_leases) {
-            Some(match block {
-                crate::health::Block::Disabled => "disabled".to_string(),
-                crate::health::Block::Cooling(s) => format!("{} breaker open", s.as_str()),
-                crate::health::Block::Leased => "another run is probing it".to_string(),
-            })
         } else {
-            None
+            self.health
+                .blocked(&current, now.wall_ms, &self.own_leases)
+                .map(|block| match block {
+                    crate::health::Block::Disabled => "disabled".to_string(),
+                    crate::health::Block::Cooling(s) => format!("{} breaker open", s.as_str()),
+                    crate::health::Block::Leased => "another run is probing it".to_string(),
+                })
         };
         match why_not {
             None => {

@@ -12,6 +12,8 @@ struct H {
     base: Instant,
     t: u64,
     log: Vec<Action>,
+    /// How much of `log` `sent()` has already returned.
+    cursor: usize,
 }
 
 fn cfg() -> Config {
@@ -52,11 +54,13 @@ impl H {
         let m = Machine::new(cfg, health, "Summarise.".into(), images);
         let mut h = H {
             m,
-            base: Instant::now(),
+            base: crate::clock::now().instant,
             t: 0,
             log: Vec::new(),
+            cursor: 0,
         };
         h.drain();
+        h.cursor = h.log.len();
         h
     }
 
@@ -82,7 +86,10 @@ impl H {
 
     /// The commands sent since the last drain, with their ids.
     fn sent(&mut self) -> Vec<(String, Command)> {
-        self.drain()
+        self.drain();
+        let fresh = self.log[self.cursor..].to_vec();
+        self.cursor = self.log.len();
+        fresh
             .into_iter()
             .filter_map(|a| match a {
                 Action::Send { id, command } => Some((id, command)),

@@ -397,6 +397,7 @@ mod tests {
     }
 }
 
+pub mod shared;
 pub mod store;
 
 /// Where a run's health comes from and goes to. The in-memory backend serves a single
