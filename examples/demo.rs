@@ -7,16 +7,17 @@
 //! switch line and a summary of what each provider received are on stderr.
 
 #[path = "../tests/support/fake_llm.rs"]
-#[allow(dead_code)]
 mod fake_llm;
 #[path = "../tests/support/pi_env.rs"]
-#[allow(dead_code)]
 mod pi_env;
 
 use fake_llm::{Behaviour, FakeLlm, ModelSpec, ProviderSpec, write_models_json};
 
 fn main() {
-    eprintln!("demo: provisioning Node 22 and Pi {} (cached under target/pi-env)…", pi_env::PI_MIN);
+    eprintln!(
+        "demo: provisioning Node 22 and Pi {} (cached under target/pi-env)…",
+        pi_env::PI_MIN
+    );
     let pi = pi_env::pi(pi_env::PI_MIN);
     let agent_dir = tempfile::tempdir().expect("temp agent dir");
     let llm = FakeLlm::start();
@@ -37,7 +38,10 @@ fn main() {
              one failed request, not the whole night's batch.",
         )],
     );
-    eprintln!("demo: fake providers on 127.0.0.1:{} (primary → 402, backup → ok)", llm.port());
+    eprintln!(
+        "demo: fake providers on 127.0.0.1:{} (primary → 402, backup → ok)",
+        llm.port()
+    );
     // SAFETY: set before the runner starts and before anything reads the environment; the fake
     // server's threads never touch it.
     unsafe {

@@ -470,7 +470,7 @@ mod tests {
     #[test]
     fn management_modes_take_no_prompt() {
         assert_eq!(run(&["--status"]).unwrap().mode, Mode::Status);
-        assert_eq!(run(&["--status", "--json"]).unwrap().json, true);
+        assert!(run(&["--status", "--json"]).unwrap().json);
         assert_eq!(run(&["--doctor"]).unwrap().mode, Mode::Doctor);
         assert_eq!(
             run(&["--reactivate", "all"]).unwrap().mode,

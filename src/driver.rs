@@ -1,17 +1,20 @@
-//! One run: Pi + the failover machine + health + signals in one select loop. The only place
-//! that sleeps. It executes what the machine asks and reports what happened; it decides
-//! nothing about failover.
+//! Runs jobs: Pi + the failover machine + health + interrupts in one select loop. The only
+//! place that sleeps. It executes what the machine asks and reports what happened; it decides
+//! nothing about failover. A [`Session`] is one Pi process, reused across the jobs of a batch
+//! worker; a single run is a session with one job.
 
+use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::watch;
 
 use crate::agent::{self, Agent};
 use crate::catalog::ModelInfo;
 use crate::clock;
 use crate::exit::Exit;
-use crate::failover::{Action, Attempt, Config, Machine, Outcome};
+use crate::failover::{Action, Attempt, Config, Machine, Options, Outcome};
 use crate::health::Backend;
+use crate::output::StatusLine;
 use crate::rpc::ImageContent;
 use crate::signals::Interrupt;
 
@@ -19,16 +22,18 @@ use crate::signals::Interrupt;
 const STOP_GRACE: Duration = Duration::from_millis(2000);
 /// After an interrupt, how long Pi gets to settle the aborted run.
 const INTERRUPT_GRACE: Duration = Duration::from_millis(1500);
+/// How often the live status line is redrawn.
+const STATUS_TICK: Duration = Duration::from_millis(250);
 
-/// What one run needs.
-pub struct Request<'a> {
-    pub pi_command: &'a std::ffi::OsString,
-    pub pi_args: &'a [String],
+/// One prompt to answer.
+#[derive(Debug, Clone)]
+pub struct Job {
     pub message: String,
     pub images: Vec<ImageContent>,
-    pub timeout: Duration,
     pub config: Config,
     pub verbose: u8,
+    /// Prefix for progress lines (`job 7: `) in batch mode.
+    pub label: String,
 }
 
 /// What happened, for the exit code, stdout and `--json`.
@@ -43,106 +48,274 @@ pub struct Report {
     pub attempts: Vec<Attempt>,
     pub switches: u32,
     pub elapsed_ms: u64,
+    /// Pi died (or spoke garbage) during the job: the session cannot be reused.
+    pub pi_lost: bool,
 }
 
+impl Report {
+    fn new(elapsed_ms: u64) -> Report {
+        Report {
+            exit: Exit::Error,
+            answer: None,
+            model: None,
+            error: None,
+            attempts: Vec::new(),
+            switches: 0,
+            elapsed_ms,
+            pi_lost: false,
+        }
+    }
+
+    /// A report for a job that never reached Pi.
+    pub fn failed(exit: Exit, error: String) -> Report {
+        let mut r = Report::new(0);
+        r.exit = exit;
+        r.error = Some(error);
+        r
+    }
+}
+
+/// How a job ended, before it is turned into a report.
 enum Ended {
     Machine(Outcome),
     PiExited,
     Malformed(String),
     StdinGone,
-    Spawn(String),
 }
 
-/// Runs one prompt to its end. Pi is always stopped and reaped before this returns.
-pub async fn run(
-    req: Request<'_>,
-    backend: &mut dyn Backend,
-    signals: &mut UnboundedReceiver<Interrupt>,
-) -> Report {
-    let start = clock::now();
-    let deadline = start.instant + req.timeout;
-    let mut agent = match Agent::spawn(req.pi_command, req.pi_args) {
-        Ok(a) => a,
-        Err(e) => {
-            return finish_report(start.instant, Ended::Spawn(e.to_string()), None, None).report;
+/// One running `pi --mode rpc`.
+pub struct Session {
+    agent: Agent,
+    /// The user's start model, as Pi reported it for the first job; later jobs start from it
+    /// again even if an earlier job switched away.
+    start_model: Option<String>,
+    jobs: u32,
+}
+
+impl Session {
+    pub fn start(pi_command: &OsString, pi_args: &[String]) -> Result<Session, String> {
+        let agent = Agent::spawn(pi_command, pi_args).map_err(|e| e.to_string())?;
+        Ok(Session {
+            agent,
+            start_model: None,
+            jobs: 0,
+        })
+    }
+
+    /// Stops Pi and reaps it.
+    pub async fn stop(mut self) {
+        self.agent.stop(STOP_GRACE).await;
+    }
+
+    /// Runs one job to its end on this Pi.
+    pub async fn run_job(
+        &mut self,
+        job: &Job,
+        backend: &mut dyn Backend,
+        interrupt: &mut watch::Receiver<Option<Interrupt>>,
+        deadline: Instant,
+        status: &mut StatusLine,
+    ) -> Report {
+        let start = clock::now();
+        let options = Options {
+            fresh_session: self.jobs > 0,
+            start_model: self.start_model.clone(),
+        };
+        self.jobs += 1;
+        let mut machine = Machine::with_options(
+            job.config.clone(),
+            backend.load(start.wall_ms),
+            job.message.clone(),
+            job.images.clone(),
+            options,
+        );
+        // Some(None) = the deadline, Some(Some(sig)) = a signal.
+        let mut interrupted: Option<Option<Interrupt>> = None;
+        let mut interrupted_at: Option<Instant> = None;
+        if let Some(sig) = *interrupt.borrow() {
+            interrupted = Some(Some(sig));
+            interrupted_at = Some(start.instant);
+            machine.handle_interrupt(start);
         }
-    };
-    let mut machine = Machine::new(
-        req.config.clone(),
-        backend.load(start.wall_ms),
-        req.message,
-        req.images,
-    );
-    let mut interrupt: Option<Option<Interrupt>> = None; // Some(None) = deadline
-    let mut interrupt_at: Option<Instant> = None;
-    let ended = 'run: loop {
-        while let Some(action) = machine.poll_action() {
-            match action {
-                Action::Send { id, command } => {
-                    tracing::debug!(command = command.name(), id, "→ pi");
-                    if agent.send(&id, &command).await.is_err() {
-                        break 'run Ended::StdinGone;
+        let mut signals_open = true;
+        let mut ticker = tokio::time::interval(STATUS_TICK);
+        let ended = 'run: loop {
+            while let Some(action) = machine.poll_action() {
+                match action {
+                    Action::Send { id, command } => {
+                        tracing::debug!(command = command.name(), id, "→ pi");
+                        if self.agent.send(&id, &command).await.is_err() {
+                            break 'run Ended::StdinGone;
+                        }
                     }
-                }
-                Action::Record(delta) => {
-                    let now = clock::now();
-                    if let Some(merged) = backend.commit(&[delta], now.wall_ms) {
-                        machine.handle_health(merged);
+                    Action::Record(delta) => {
+                        let now = clock::now();
+                        if let Some(merged) = backend.commit(&[delta], now.wall_ms) {
+                            machine.handle_health(merged);
+                        }
                     }
-                }
-                Action::ClaimProbe { provider } => {
-                    let now = clock::now();
-                    let granted = backend.claim_probe(&provider, now.wall_ms);
-                    machine.handle_probe_result(now, granted);
-                }
-                Action::Progress { line, verbose_only } => {
-                    if !verbose_only || req.verbose > 0 {
-                        crate::output::progress_line(&line);
+                    Action::ClaimProbe { provider } => {
+                        let now = clock::now();
+                        let granted = backend.claim_probe(&provider, now.wall_ms);
+                        machine.handle_probe_result(now, granted);
                     }
+                    Action::Progress { line, verbose_only } => {
+                        if !verbose_only || job.verbose > 0 {
+                            status.clear();
+                            crate::output::progress_line(&format!("{}{line}", job.label));
+                        }
+                    }
+                    Action::Finish(outcome) => break 'run Ended::Machine(outcome),
                 }
-                Action::Finish(outcome) => break 'run Ended::Machine(outcome),
             }
-        }
-        let machine_deadline = machine.poll_deadline();
-        let grace_deadline = interrupt_at.map(|t| t + INTERRUPT_GRACE);
-        tokio::select! {
-            biased;
-            sig = signals.recv(), if interrupt.is_none() => {
-                if let Some(sig) = sig {
-                    interrupt = Some(Some(sig));
-                    interrupt_at = Some(clock::now().instant);
+            let machine_deadline = machine.poll_deadline();
+            let grace_deadline = interrupted_at.map(|t| t + INTERRUPT_GRACE);
+            tokio::select! {
+                biased;
+                changed = interrupt.changed(), if interrupted.is_none() && signals_open => {
+                    match changed {
+                        Ok(()) => {
+                            let sig = *interrupt.borrow();
+                            if let Some(sig) = sig {
+                                interrupted = Some(Some(sig));
+                                interrupted_at = Some(clock::now().instant);
+                                machine.handle_interrupt(clock::now());
+                            }
+                        }
+                        // No more signals can come; stop watching.
+                        Err(_) => signals_open = false,
+                    }
+                }
+                () = sleep_until(Some(deadline)), if interrupted.is_none() => {
+                    interrupted = Some(None);
+                    interrupted_at = Some(clock::now().instant);
                     machine.handle_interrupt(clock::now());
                 }
+                () = sleep_until(grace_deadline), if grace_deadline.is_some() => {
+                    break 'run Ended::Machine(Outcome::Aborted);
+                }
+                () = sleep_until(machine_deadline), if machine_deadline.is_some() => {
+                    machine.handle_timeout(clock::now());
+                }
+                msg = self.agent.next() => match msg {
+                    Ok(Some(msg)) => machine.handle_incoming(clock::now(), msg),
+                    Ok(None) => break 'run Ended::PiExited,
+                    Err(e) => break 'run Ended::Malformed(e.to_string()),
+                },
+                _ = ticker.tick(), if status.enabled() => {
+                    status.show_run(
+                        machine.current().map(ModelInfo::key).as_deref(),
+                        machine.attempts().len() + 1,
+                        clock::now().instant.saturating_duration_since(start.instant),
+                    );
+                }
             }
-            () = sleep_until(Some(deadline)), if interrupt.is_none() => {
-                interrupt = Some(None);
-                interrupt_at = Some(clock::now().instant);
-                machine.handle_interrupt(clock::now());
-            }
-            () = sleep_until(grace_deadline), if grace_deadline.is_some() => {
-                break 'run Ended::Machine(Outcome::Aborted);
-            }
-            () = sleep_until(machine_deadline), if machine_deadline.is_some() => {
-                machine.handle_timeout(clock::now());
-            }
-            msg = agent.next() => match msg {
-                Ok(Some(msg)) => machine.handle_incoming(clock::now(), msg),
-                Ok(None) => break 'run Ended::PiExited,
-                Err(e) => break 'run Ended::Malformed(e.to_string()),
-            },
+        };
+        status.clear();
+        if self.start_model.is_none() {
+            self.start_model = machine.pi_model().map(ModelInfo::key);
         }
+        let elapsed_ms = ms_since(start.instant);
+        let mut report = self.report(ended, interrupted, &machine, elapsed_ms).await;
+        report.attempts = machine.attempts().to_vec();
+        report.switches = machine.switches();
+        report
+    }
+
+    async fn report(
+        &mut self,
+        ended: Ended,
+        interrupted: Option<Option<Interrupt>>,
+        machine: &Machine,
+        elapsed_ms: u64,
+    ) -> Report {
+        let mut report = Report::new(elapsed_ms);
+        // An interrupt decides the exit code, unless the answer was already complete.
+        if let Some(cause) = interrupted
+            && !matches!(ended, Ended::Machine(Outcome::Answer { .. }))
+        {
+            report.exit = match cause {
+                Some(sig) => sig.exit(),
+                None => Exit::Timeout,
+            };
+            report.error = Some(match cause {
+                Some(Interrupt::Int) => "interrupted (SIGINT)".to_string(),
+                Some(Interrupt::Term) => "terminated (SIGTERM)".to_string(),
+                None => format!("timed out after {elapsed_ms} ms (--timeout-ms)"),
+            });
+            report.pi_lost = true;
+            return report;
+        }
+        match ended {
+            Ended::Machine(Outcome::Answer { text, model }) => {
+                report.exit = Exit::Success;
+                report.answer = Some(text);
+                report.model = Some(model);
+            }
+            Ended::Machine(Outcome::Exhausted { reason, last_error }) => {
+                report.exit = Exit::Exhausted;
+                let tried = machine.tried();
+                let tried = if tried.is_empty() {
+                    "none".to_string()
+                } else {
+                    tried.join(", ")
+                };
+                report.error = Some(match last_error {
+                    Some(e) => {
+                        format!("failover exhausted: {reason}; tried: {tried}; last error: {e}")
+                    }
+                    None => format!("failover exhausted: {reason}; tried: {tried}"),
+                });
+            }
+            Ended::Machine(Outcome::EmptyAnswer) => {
+                report.error = Some("Pi returned an empty answer".to_string());
+            }
+            Ended::Machine(Outcome::Aborted) => {
+                report.error = Some("the run was aborted".to_string());
+                report.pi_lost = true;
+            }
+            Ended::Machine(Outcome::Fatal(msg)) => {
+                report.error = Some(msg);
+                report.pi_lost = true;
+            }
+            Ended::PiExited | Ended::StdinGone => {
+                let status = self.agent.exit_status(Duration::from_millis(1000)).await;
+                let stderr = self.agent.stderr_text().await;
+                report.error = Some(explain_pi_death(
+                    "Pi exited before answering",
+                    status,
+                    &stderr,
+                ));
+                report.pi_lost = true;
+            }
+            Ended::Malformed(msg) => {
+                report.error = Some(msg);
+                report.pi_lost = true;
+            }
+        }
+        report
+    }
+}
+
+/// A single run: one Pi, one job. Pi is always stopped and reaped before this returns.
+pub async fn run(
+    pi_command: &OsString,
+    pi_args: &[String],
+    job: &Job,
+    timeout: Duration,
+    backend: &mut dyn Backend,
+    interrupt: &mut watch::Receiver<Option<Interrupt>>,
+) -> Report {
+    let deadline = clock::now().instant + timeout;
+    let mut session = match Session::start(pi_command, pi_args) {
+        Ok(s) => s,
+        Err(e) => return Report::failed(Exit::Error, e),
     };
-    let mut report = finish_report(
-        start.instant,
-        ended,
-        interrupt,
-        Some((&mut agent, &machine)),
-    )
-    .await_pi()
-    .await;
-    agent.stop(STOP_GRACE).await;
-    report.attempts = machine.attempts().to_vec();
-    report.switches = machine.switches();
+    let mut status = StatusLine::for_stderr();
+    let report = session
+        .run_job(job, backend, interrupt, deadline, &mut status)
+        .await;
+    session.stop().await;
     report
 }
 
@@ -153,108 +326,14 @@ async fn sleep_until(t: Option<Instant>) {
     }
 }
 
-/// A report that may still need Pi's exit status and stderr to explain itself.
-struct Draft<'a> {
-    report: Report,
-    pi: Option<(&'a mut Agent, bool)>,
-}
-
-impl Draft<'_> {
-    async fn await_pi(self) -> Report {
-        let mut report = self.report;
-        if let Some((agent, died)) = self.pi
-            && died
-        {
-            let status = agent.exit_status(Duration::from_millis(1000)).await;
-            let stderr = agent.stderr_text().await;
-            report.error = Some(explain_pi_death(
-                report.error.as_deref().unwrap_or("Pi exited"),
-                status,
-                &stderr,
-            ));
-        }
-        report
-    }
-}
-
-fn finish_report<'a>(
-    start: Instant,
-    ended: Ended,
-    interrupt: Option<Option<Interrupt>>,
-    pi: Option<(&'a mut Agent, &Machine)>,
-) -> Draft<'a> {
-    let elapsed_ms = u64::try_from(
+pub fn ms_since(t: Instant) -> u64 {
+    u64::try_from(
         clock::now()
             .instant
-            .saturating_duration_since(start)
+            .saturating_duration_since(t)
             .as_millis(),
     )
-    .unwrap_or(u64::MAX);
-    let mut report = Report {
-        exit: Exit::Error,
-        answer: None,
-        model: None,
-        error: None,
-        attempts: Vec::new(),
-        switches: 0,
-        elapsed_ms,
-    };
-    let (agent, tried) = match pi {
-        Some((agent, machine)) => (Some(agent), machine.tried()),
-        None => (None, Vec::new()),
-    };
-    // An interrupt decides the exit code whatever the machine concluded meanwhile.
-    if let Some(cause) = interrupt
-        && !matches!(ended, Ended::Machine(Outcome::Answer { .. }))
-    {
-        report.exit = match cause {
-            Some(sig) => sig.exit(),
-            None => Exit::Timeout,
-        };
-        report.error = Some(match cause {
-            Some(Interrupt::Int) => "interrupted (SIGINT)".to_string(),
-            Some(Interrupt::Term) => "terminated (SIGTERM)".to_string(),
-            None => format!("timed out after {elapsed_ms} ms (--timeout-ms)"),
-        });
-        return Draft { report, pi: None };
-    }
-    let mut died = false;
-    match ended {
-        Ended::Machine(Outcome::Answer { text, model }) => {
-            report.exit = Exit::Success;
-            report.answer = Some(text);
-            report.model = Some(model);
-        }
-        Ended::Machine(Outcome::Exhausted { reason, last_error }) => {
-            report.exit = Exit::Exhausted;
-            let tried = if tried.is_empty() {
-                "none".to_string()
-            } else {
-                tried.join(", ")
-            };
-            report.error = Some(match last_error {
-                Some(e) => format!("failover exhausted: {reason}; tried: {tried}; last error: {e}"),
-                None => format!("failover exhausted: {reason}; tried: {tried}"),
-            });
-        }
-        Ended::Machine(Outcome::EmptyAnswer) => {
-            report.error = Some("Pi returned an empty answer".to_string());
-        }
-        Ended::Machine(Outcome::Aborted) => {
-            report.error = Some("the run was aborted".to_string());
-        }
-        Ended::Machine(Outcome::Fatal(msg)) => report.error = Some(msg),
-        Ended::PiExited | Ended::StdinGone => {
-            report.error = Some("Pi exited before answering".to_string());
-            died = true;
-        }
-        Ended::Malformed(msg) => report.error = Some(msg),
-        Ended::Spawn(msg) => report.error = Some(msg),
-    }
-    Draft {
-        report,
-        pi: agent.map(|a| (a, died)),
-    }
+    .unwrap_or(u64::MAX)
 }
 
 /// Turns Pi's early exit into one actionable line.

@@ -54,6 +54,9 @@ pub fn run(args: Vec<OsString>) -> Exit {
             return Exit::Error;
         }
     };
+    for note in &prepared.notes {
+        output::error_line(note);
+    }
     let settings = match settings::load() {
         Ok(s) => s,
         Err(e) => {
@@ -89,12 +92,9 @@ pub fn run(args: Vec<OsString>) -> Exit {
         pi_args.push("--thinking".to_string());
         pi_args.push(level.to_string());
     }
-    let request = driver::Request {
-        pi_command: &settings.pi_command,
-        pi_args: &pi_args,
+    let job = driver::Job {
         message: prepared.message,
         images: prepared.images,
-        timeout: std::time::Duration::from_millis(inv.timeout_ms),
         config: failover::Config {
             first_response: settings.first_response,
             stall: settings.stall,
@@ -103,6 +103,7 @@ pub fn run(args: Vec<OsString>) -> Exit {
             models_scope: inv.models_scope.clone(),
         },
         verbose: inv.verbose,
+        label: String::new(),
     };
     let mut memory;
     let mut shared;
@@ -123,7 +124,14 @@ pub fn run(args: Vec<OsString>) -> Exit {
             &mut memory
         }
     };
-    let report = runtime.block_on(driver::run(request, backend, &mut signals));
+    let report = runtime.block_on(driver::run(
+        &settings.pi_command,
+        &pi_args,
+        &job,
+        std::time::Duration::from_millis(inv.timeout_ms),
+        backend,
+        &mut signals,
+    ));
     if let Some(answer) = &report.answer {
         if let Err(e) = output::answer(answer) {
             output::error_line(&format!("cannot write the answer to stdout: {e}"));
@@ -135,9 +143,20 @@ pub fn run(args: Vec<OsString>) -> Exit {
     report.exit
 }
 
-/// `--thinking` wins; else `--task-complexity` picks a level; else Pi's default stays.
-fn thinking_for(_inv: &cli::Invocation, _prepared: &attach::Prepared) -> Option<&'static str> {
-    None
+/// `--thinking` wins (it is already among the forwarded flags); else `--task-complexity`
+/// picks a level; else Pi's default stays.
+fn thinking_for(inv: &cli::Invocation, prepared: &attach::Prepared) -> Option<&'static str> {
+    if inv.thinking.is_some() {
+        return None;
+    }
+    let complexity = inv.task_complexity.as_deref()?.parse().ok()?;
+    let signals = complexity::Signals {
+        prompt: &inv.prompt,
+        input_chars: prepared.message.chars().count(),
+        files: prepared.text_files,
+        images: prepared.images.len(),
+    };
+    Some(complexity::thinking_level(complexity, &signals))
 }
 
 fn init_tracing(verbose: u8) {

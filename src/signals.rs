@@ -4,7 +4,7 @@
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use tokio::sync::mpsc;
+use tokio::sync::watch;
 
 use crate::exit::Exit;
 
@@ -23,9 +23,10 @@ impl Interrupt {
     }
 }
 
-/// Installs the handlers and returns the receiving end.
-pub fn install() -> std::io::Result<mpsc::UnboundedReceiver<Interrupt>> {
-    let (tx, rx) = mpsc::unbounded_channel();
+/// Installs the handlers. The receiver holds the first interrupt once one arrived; every
+/// batch worker watches the same value.
+pub fn install() -> std::io::Result<watch::Receiver<Option<Interrupt>>> {
+    let (tx, rx) = watch::channel(None);
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])?;
     std::thread::Builder::new()
         .name("signals".into())
@@ -41,7 +42,9 @@ pub fn install() -> std::io::Result<mpsc::UnboundedReceiver<Interrupt>> {
                 if seen > 1 && interrupt == Interrupt::Int {
                     std::process::exit(i32::from(Exit::Interrupted.code()));
                 }
-                let _ = tx.send(interrupt);
+                if tx.borrow().is_none() {
+                    tx.send_replace(Some(interrupt));
+                }
             }
         })?;
     Ok(rx)

@@ -22,29 +22,38 @@
 //!   bounded: at most [`MAX_PIXELS`] (64 megapixels) and 512 MiB of decoder memory, checked from
 //!   the header before any pixel buffer is allocated.
 //! - **Limits.** At most [`MAX_IMAGES`] images per run and [`MAX_ATTACHMENT_BYTES`] per
-//!   attachment (enforced by the caller before decoding); the base64 sent for one image is at
-//!   most [`MAX_BASE64_LEN`] (1.5 MiB).
+//!   attachment, each with its own error (enforced by the caller, from the file size, before
+//!   reading and decoding); the base64 sent for one image is at most [`MAX_BASE64_LEN`]
+//!   (1.5 MiB).
 //! - **Pass-through.** A PNG, JPEG or WebP whose base64 fits is sent byte for byte as read, with
-//!   its own MIME type.
-//! - **Downscaling.** Otherwise the image is scaled down in memory (aspect ratio kept to the
-//!   nearest pixel, box-filter averaging) and re-encoded until its base64 fits; the size is
-//!   predicted from the bytes per pixel of the previous attempt, so it usually takes one or two
-//!   encodes. Opaque images are sent as JPEG (quality 85). EXIF orientation is applied when
-//!   re-encoding, because re-encoding drops the EXIF tag. The original file is never touched.
+//!   its own MIME type (still decoded first, to prove it intact).
+//! - **Downscaling.** Otherwise the image is scaled down in memory and re-encoded until its
+//!   base64 fits. Aspect ratio is kept to the nearest pixel; pixels are area-averaged (each
+//!   source pixel counts once, colour weighted by alpha so invisible pixels cannot tint edges).
+//!   The size is predicted, not searched blindly: a probe encodes a dozen evenly spaced
+//!   16-row bands of the candidate size to measure bytes per pixel, then one full encode
+//!   usually fits between 78 % and 96 % of the budget (a miss steps down by at least 15 %).
+//!   Opaque images are sent as JPEG (quality 85). 16-bit and float images are reduced to 8 bits
+//!   per channel. EXIF orientation is applied when re-encoding, because re-encoding drops the
+//!   EXIF tag (a passed-through file keeps its tag). The original file is never touched.
 //! - **Transparency.** An image whose alpha channel is actually used (some pixel not fully
 //!   opaque) is re-encoded as PNG so transparency survives, as long as a PNG at least
-//!   [`MIN_PNG_LONG_SIDE`] pixels on its long side fits; past that it is flattened onto a white
-//!   background and sent as JPEG (more pixels for the same budget). An alpha channel that is
-//!   fully opaque is ignored.
-//! - **GIF and animation.** GIFs are always converted to a still PNG (JPEG if that cannot fit):
-//!   OpenAI rejects animated GIFs and Gemini does not accept GIF at all. Animated images (GIF
-//!   or WebP with more than one frame) are sent as their **first frame** only, as a still PNG or
-//!   JPEG; [`PreparedImage::animated`] lets the caller say so. Animated PNG (APNG) is sent as is:
-//!   every PNG reader shows its default image.
-//! - **Formats sent.** `image/png`, `image/jpeg` or `image/webp` (WebP only when passed through);
-//!   never GIF.
-//! - **Cannot fit.** If even a tiny image cannot fit (only with absurd budgets), a clear error
-//!   names the smallest attempt.
+//!   [`MIN_PNG_LONG_SIDE`] (1024) pixels on its long side (or the full image, if smaller) fits;
+//!   past that it is flattened onto a white background and sent as JPEG, which keeps far more
+//!   pixels within the same budget. An alpha channel that is fully opaque is ignored (JPEG).
+//! - **GIF and animation.** GIFs are always converted, to a still PNG at full size when that
+//!   fits, else by the rules above (downscaled; JPEG when opaque): OpenAI accepts only
+//!   non-animated GIFs and Gemini's documented image types do not include GIF. Animated images
+//!   (GIF or WebP with more than one frame) are sent as their **first frame** only;
+//!   [`PreparedImage::animated`] and [`PreparedImage::note`] let the caller say so. Animated PNG
+//!   (APNG) is passed through like any PNG: readers that do not animate show its default image.
+//! - **Formats sent.** `image/png`, `image/jpeg`, or `image/webp` (WebP only when passed
+//!   through); never GIF.
+//! - **Cannot fit.** If even an image 8 pixels on its long side cannot fit (only with absurd
+//!   budgets), [`ImageError::CannotFit`] names the smallest attempt.
+//!
+//! Speed (release, 2 cores, 12-megapixel input): about 0.3-0.5 s for a JPEG or PNG photo,
+//! dominated by one decode and one JPEG encode; `cargo bench --bench compress` measures it.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -219,6 +228,8 @@ pub struct PreparedImage {
     /// Dimensions of the image sent (after EXIF orientation when re-encoded).
     pub width: u32,
     pub height: u32,
+    /// The file's format.
+    pub original_format: ImageFormat,
     /// Dimensions of the image as stored in the file.
     pub original_width: u32,
     pub original_height: u32,
@@ -234,7 +245,8 @@ pub struct PreparedImage {
 
 impl PreparedImage {
     /// A one-line note for stderr when the image sent differs from the file, e.g.
-    /// "downscaled from 4000x3000 to 2040x1530 and re-encoded as JPEG to fit 1.5 MiB".
+    /// "downscaled from 4000x3000 to 3373x2529 and re-encoded as JPEG to fit 1.5 MiB",
+    /// "converted from GIF to PNG; animated image: only its first frame is sent".
     pub fn note(&self, max_base64_len: usize) -> Option<String> {
         if !self.reencoded {
             return None;
@@ -244,17 +256,20 @@ impl PreparedImage {
             "image/jpeg" => "JPEG",
             _ => "WebP",
         };
+        let from = self.original_format.name();
+        let limit = human_bytes(max_base64_len as u64);
         let mut note = if self.resized {
             format!(
-                "downscaled from {}x{} to {}x{} and re-encoded as {format} to fit {}",
-                self.original_width,
-                self.original_height,
-                self.width,
-                self.height,
-                human_bytes(max_base64_len as u64),
+                "downscaled from {}x{} to {}x{} and re-encoded as {format} to fit {limit}",
+                self.original_width, self.original_height, self.width, self.height,
             )
+        } else if from == format {
+            format!("re-encoded as {format} to fit {limit}")
+        } else if self.original_format == ImageFormat::Gif || self.animated {
+            // converted for compatibility, not size
+            format!("converted from {from} to {format}")
         } else {
-            format!("converted to {format}")
+            format!("converted from {from} to {format} to fit {limit}")
         };
         if self.animated {
             note.push_str("; animated image: only its first frame is sent");
@@ -274,6 +289,7 @@ impl fmt::Debug for PreparedImage {
             .field("base64_len", &self.base64.len())
             .field("width", &self.width)
             .field("height", &self.height)
+            .field("original_format", &self.original_format)
             .field("original_width", &self.original_width)
             .field("original_height", &self.original_height)
             .field("resized", &self.resized)
@@ -385,6 +401,7 @@ pub fn prepare(
             base64: BASE64.encode(bytes),
             width: original_width,
             height: original_height,
+            original_format: format,
             original_width,
             original_height,
             resized: false,
@@ -403,6 +420,7 @@ pub fn prepare(
         base64: BASE64.encode(&fit.data),
         width: fit.width,
         height: fit.height,
+        original_format: format,
         original_width,
         original_height,
         resized: fit.resized,
@@ -411,13 +429,13 @@ pub fn prepare(
         flattened: transparent && encoding == Encoding::Jpeg,
     };
 
-    // A GIF or animation frame is usually flat graphics: a lossless PNG at full size may fit.
     let mut png_bpp = if format == ImageFormat::Png {
         // The source's own compression is a fair first guess for ours.
         source_bpp
     } else {
         2.0
     };
+    // A GIF or animation frame is usually flat graphics: a lossless PNG at full size may fit.
     if must_convert {
         let whole = px.oriented(orientation)?;
         let data = encode(&whole, Encoding::Png)?;
@@ -1100,15 +1118,19 @@ fn webp_frames(bytes: &[u8]) -> Result<usize, &'static str> {
         return Ok(1);
     }
     // Count ANMF chunks inside the ANIM container.
-    let mut at = 12;
+    let mut at: usize = 12;
     let mut frames = 0;
-    while let Some(kind) = bytes.get(at..at + 4) {
+    while let Some(kind) = bytes.get(at..at.saturating_add(4)) {
         let len = bytes.get(at + 4..at + 8).ok_or(TRUNCATED)?;
         let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
         if kind == b"ANMF" {
             frames += 1;
         }
-        at = at.saturating_add(8).saturating_add(len + (len & 1));
+        // header, payload, padding to an even size
+        at = at
+            .saturating_add(8)
+            .saturating_add(len)
+            .saturating_add(len & 1);
     }
     Ok(frames.max(1))
 }
@@ -1284,7 +1306,7 @@ mod tests {
         assert!(gif.reencoded && !gif.animated && !gif.resized);
         assert_eq!(
             gif.note(MAX_BASE64_LEN).as_deref(),
-            Some("converted to PNG")
+            Some("converted from GIF to PNG")
         );
         assert_eq!(
             (gif.width, gif.height),
@@ -1585,7 +1607,7 @@ mod tests {
         assert_eq!(decode_b64(&p).to_rgba8(), first);
         assert_eq!(
             p.note(MAX_BASE64_LEN).as_deref(),
-            Some("converted to PNG; animated image: only its first frame is sent")
+            Some("converted from GIF to PNG; animated image: only its first frame is sent")
         );
     }
 
@@ -1658,5 +1680,172 @@ mod tests {
         let shown = format!("{p:?}");
         assert!(!shown.contains(&p.base64), "{shown}");
         assert!(shown.contains("base64_len"));
+    }
+
+    #[test]
+    fn passthrough_boundary_is_inclusive() {
+        let mut bytes = Vec::new();
+        JpegEncoder::new_with_quality(&mut bytes, 100)
+            .encode_image(&noise_rgb(64, 64))
+            .unwrap();
+        let exact = base64_len(bytes.len());
+        let p = prepare(&bytes, ImageFormat::Jpeg, exact).unwrap();
+        assert!(!p.reencoded);
+        assert_eq!(p.base64.len(), exact);
+        // One byte less: re-encoded at quality 85, which fits at full size here.
+        let p = prepare(&bytes, ImageFormat::Jpeg, exact - 1).unwrap();
+        assert!(p.reencoded && !p.resized);
+        assert!(p.base64.len() < exact);
+        assert_eq!(
+            p.note(exact - 1),
+            Some(format!(
+                "re-encoded as JPEG to fit {}",
+                human_bytes((exact - 1) as u64)
+            ))
+        );
+    }
+
+    #[test]
+    fn opaque_png_converted_at_full_size_says_so() {
+        let bytes = encode(&noise_rgb(64, 64), ::image::ImageFormat::Png);
+        let max = base64_len(bytes.len()) - 1;
+        let p = prepare(&bytes, ImageFormat::Png, max).unwrap();
+        assert_eq!(p.mime_type, "image/jpeg");
+        assert!(!p.resized);
+        assert_eq!(
+            p.note(max),
+            Some(format!(
+                "converted from PNG to JPEG to fit {}",
+                human_bytes(max as u64)
+            ))
+        );
+    }
+
+    #[test]
+    fn grayscale_and_sixteen_bit_sources_are_handled() {
+        // 8-bit gray: stays gray through the JPEG path.
+        let gray = ::image::GrayImage::from_raw(900, 700, noise(900, 700, 1)).unwrap();
+        let bytes = encode(&DynamicImage::ImageLuma8(gray), ::image::ImageFormat::Png);
+        let max = 64 * 1024;
+        let p = prepare(&bytes, ImageFormat::Png, max).unwrap();
+        assert!(p.base64.len() <= max && p.resized);
+        assert_eq!(p.mime_type, "image/jpeg");
+        assert_eq!(decode_b64(&p).color(), ::image::ColorType::L8);
+        assert_aspect(&p);
+        // 16-bit RGBA with transparency: reduced to 8 bits, transparency kept in a PNG.
+        let img = ::image::ImageBuffer::<Rgba<u16>, Vec<u16>>::from_fn(300, 200, |x, y| {
+            let a = if x < 150 { 0 } else { u16::MAX };
+            Rgba([(x * 200) as u16, (y * 300) as u16, 40_000, a])
+        });
+        let bytes = encode(&DynamicImage::ImageRgba16(img), ::image::ImageFormat::Png);
+        let max = base64_len(bytes.len()) - 1;
+        let p = prepare(&bytes, ImageFormat::Png, max).unwrap();
+        assert_eq!(p.mime_type, "image/png");
+        let out = decode_b64(&p);
+        assert_eq!(out.color(), ::image::ColorType::Rgba8);
+        assert_eq!(out.to_rgba8().get_pixel(0, 0).0[3], 0);
+    }
+
+    #[test]
+    fn box_downscale_averages_exactly_and_ignores_hidden_colour() {
+        // 4x2 RGB -> 2x1: each output pixel is the mean of a 2x2 cell.
+        let px = Pixels {
+            data: vec![
+                0, 0, 0, 10, 10, 10, 100, 0, 0, 100, 0, 0, //
+                20, 20, 20, 30, 30, 30, 100, 0, 0, 100, 0, 4,
+            ],
+            width: 4,
+            height: 2,
+            layout: Layout::Rgb,
+        };
+        let small = px.resized(2, 1);
+        assert_eq!(small.data, vec![15, 15, 15, 100, 0, 1]);
+        // A fully transparent pixel's colour (here green) must not tint the result.
+        let px = Pixels {
+            data: vec![255, 0, 0, 255, 0, 255, 0, 0],
+            width: 2,
+            height: 1,
+            layout: Layout::Rgba,
+        };
+        assert_eq!(px.resized(1, 1).data, vec![255, 0, 0, 128]);
+        // Fully transparent everywhere: no division by zero.
+        let px = Pixels {
+            data: vec![9, 9, 9, 0, 9, 9, 9, 0],
+            width: 2,
+            height: 1,
+            layout: Layout::Rgba,
+        };
+        assert_eq!(px.resized(1, 1).data, vec![0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn probe_rows_match_the_full_resize() {
+        let data = noise(700, 600, 3);
+        let px = Pixels {
+            data,
+            width: 700,
+            height: 600,
+            layout: Layout::Rgb,
+        };
+        let (w, h) = (350, 300);
+        let full = px.resized(w, h);
+        let sample = px.sample(w, h, 4, 16);
+        assert_eq!(sample.height, 64);
+        let stride = w as usize * 3;
+        for band in 0..4usize {
+            let start = (band * 300 / 4) / 16 * 16;
+            assert_eq!(
+                &sample.data[band * 16 * stride..(band + 1) * 16 * stride],
+                &full.data[start * stride..(start + 16) * stride]
+            );
+        }
+    }
+
+    #[test]
+    fn flattening_composites_onto_white() {
+        let px = Pixels {
+            data: vec![0, 0, 0, 0, 0, 0, 0, 255, 200, 100, 0, 128],
+            width: 3,
+            height: 1,
+            layout: Layout::Rgba,
+        };
+        assert_eq!(
+            px.flattened().data,
+            vec![255, 255, 255, 0, 0, 0, 227, 177, 127]
+        );
+    }
+
+    #[test]
+    fn gif_structure_edges() {
+        let gif = fixture("animated.gif");
+        // Trailer missing: truncated.
+        assert!(gif_frames(&gif[..gif.len() - 1]).is_err());
+        // Junk after the last frame: tolerated.
+        let mut junk = gif[..gif.len() - 1].to_vec();
+        junk.extend_from_slice(b"junk");
+        assert_eq!(gif_frames(&junk), Ok(3));
+    }
+
+    #[test]
+    fn webp_animation_is_detected_from_its_chunks() {
+        fn chunk(out: &mut Vec<u8>, kind: &[u8], payload: &[u8]) {
+            out.extend_from_slice(kind);
+            out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+            out.extend_from_slice(payload);
+            if payload.len() % 2 == 1 {
+                out.push(0);
+            }
+        }
+        let mut body = b"WEBP".to_vec();
+        chunk(&mut body, b"VP8X", &[0x02, 0, 0, 0, 7, 0, 0, 7, 0, 0]);
+        chunk(&mut body, b"ANIM", &[0; 6]);
+        chunk(&mut body, b"ANMF", &[0; 17]);
+        chunk(&mut body, b"ANMF", &[0; 16]);
+        let mut file = b"RIFF".to_vec();
+        file.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        file.extend_from_slice(&body);
+        assert_eq!(webp_frames(&file), Ok(2));
+        assert!(webp_frames(&file[..file.len() - 1]).is_err());
+        assert_eq!(webp_frames(&fixture("tiny.webp")), Ok(1));
     }
 }

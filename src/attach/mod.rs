@@ -1,5 +1,6 @@
-//! `@path` attachments → the prompt message and its images. The only reads of user input
-//! files. Everything is checked before Pi is started, so a bad attachment costs nothing.
+//! `@path` attachments → the prompt message and its images, in the order given. The only
+//! reads of user input files. Everything is checked before Pi is started, so a bad attachment
+//! costs nothing. Text vs image is decided by content (signature), never by file name.
 
 pub mod image;
 pub mod text;
@@ -11,8 +12,7 @@ use std::path::{Path, PathBuf};
 
 use crate::rpc::ImageContent;
 
-/// At most this many bytes per attachment.
-pub const MAX_ATTACHMENT_BYTES: u64 = 20 * 1024 * 1024;
+pub use image::{MAX_ATTACHMENT_BYTES, MAX_BASE64_LEN, MAX_IMAGES};
 
 /// The prompt as Pi receives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +21,8 @@ pub struct Prepared {
     pub images: Vec<ImageContent>,
     /// Number of non-empty text attachments (the complexity estimate uses it).
     pub text_files: usize,
+    /// One line per image that had to be re-encoded (for stderr).
+    pub notes: Vec<String>,
 }
 
 /// A bad attachment (exit 2). Names the absolute path.
@@ -41,7 +43,8 @@ impl std::error::Error for AttachError {}
 /// Reads every attachment in order and builds the message.
 pub fn prepare(files: &[String], prompt: &str) -> Result<Prepared, AttachError> {
     let mut blocks = Vec::new();
-    let images = Vec::new();
+    let mut images = Vec::new();
+    let mut notes = Vec::new();
     for file in files {
         let abs = std::path::absolute(Path::new(file)).unwrap_or_else(|_| PathBuf::from(file));
         let err = |problem: String| AttachError {
@@ -49,30 +52,38 @@ pub fn prepare(files: &[String], prompt: &str) -> Result<Prepared, AttachError> 
             problem,
         };
         let bytes = read_limited(&abs).map_err(err)?;
-        // Interim until image support lands: images are refused on purpose, by signature.
-        if let Some(kind) = infer::get(&bytes) {
-            if kind.matcher_type() == infer::MatcherType::Image {
+        match image::sniff(&bytes) {
+            image::Sniffed::Image(format) => {
+                if images.len() >= MAX_IMAGES {
+                    return Err(err(format!(
+                        "too many images: at most {MAX_IMAGES} images per run"
+                    )));
+                }
+                let prepared = image::prepare(&bytes, format, MAX_BASE64_LEN)
+                    .map_err(|e| err(e.to_string()))?;
+                if let Some(note) = prepared.note(MAX_BASE64_LEN) {
+                    notes.push(format!("{}: {note}", abs.display()));
+                }
+                images.push(ImageContent::new(prepared.base64, prepared.mime_type));
+            }
+            image::Sniffed::OtherBinary(what) => {
                 return Err(err(format!(
-                    "image attachments are not supported yet (found {})",
-                    kind.mime_type()
+                    "binary files are not supported (found {what})"
                 )));
             }
-            if kind.matcher_type() != infer::MatcherType::Text {
-                return Err(err(format!(
-                    "binary files are not supported (found {})",
-                    kind.mime_type()
-                )));
+            image::Sniffed::Text => {
+                let name = abs.to_string_lossy();
+                if let Some(block) = text::wrap(&name, &bytes).map_err(|e| err(e.to_string()))? {
+                    blocks.push(block);
+                }
             }
-        }
-        let name = abs.to_string_lossy();
-        if let Some(block) = text::wrap(&name, &bytes).map_err(|e| err(e.to_string()))? {
-            blocks.push(block);
         }
     }
     Ok(Prepared {
         message: text::message(&blocks, prompt),
         text_files: blocks.len(),
         images,
+        notes,
     })
 }
 

@@ -43,6 +43,15 @@ pub struct Config {
     pub models_scope: Option<String>,
 }
 
+/// Per-run options for a Pi process that serves several runs (batch mode).
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Start with `new_session`: the previous job's conversation must not leak into this one.
+    pub fresh_session: bool,
+    /// `provider/id` to start from when Pi's current model differs (a previous job switched).
+    pub start_model: Option<String>,
+}
+
 /// Why a run ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
@@ -159,6 +168,11 @@ enum Plan {
 
 pub struct Machine {
     cfg: Config,
+    start_model: Option<String>,
+    /// The model Pi reported before this run changed anything.
+    pi_model: Option<ModelInfo>,
+    /// The start model differs from Pi's current one: the first dispatch must set it.
+    pending_set: bool,
     health: Health,
     prompt: String,
     images: Vec<ImageContent>,
@@ -204,7 +218,20 @@ pub struct Machine {
 
 impl Machine {
     pub fn new(cfg: Config, health: Health, prompt: String, images: Vec<ImageContent>) -> Machine {
+        Machine::with_options(cfg, health, prompt, images, Options::default())
+    }
+
+    pub fn with_options(
+        cfg: Config,
+        health: Health,
+        prompt: String,
+        images: Vec<ImageContent>,
+        options: Options,
+    ) -> Machine {
         let mut m = Machine {
+            start_model: options.start_model,
+            pi_model: None,
+            pending_set: false,
             cfg,
             health,
             prompt,
@@ -241,6 +268,9 @@ impl Machine {
             last_error: None,
             outcome: None,
         };
+        if options.fresh_session {
+            m.send(Command::NewSession, Tag::Other);
+        }
         m.send(Command::GetState, Tag::GetState);
         m.send(Command::GetAvailableModels, Tag::Models);
         m
@@ -282,6 +312,11 @@ impl Machine {
 
     pub fn current(&self) -> Option<&ModelInfo> {
         self.current.as_ref()
+    }
+
+    /// The model Pi was on when this run started (before any switch).
+    pub fn pi_model(&self) -> Option<&ModelInfo> {
+        self.pi_model.as_ref()
     }
 
     /// Models tried this round, in the order they failed.
@@ -452,6 +487,7 @@ impl Machine {
                     .and_then(|d| d.get("model"))
                     .and_then(|m| serde_json::from_value::<ModelInfo>(m.clone()).ok())
                 {
+                    self.pi_model = Some(model.clone());
                     self.current = Some(model);
                 }
                 self.maybe_start(now);
@@ -601,6 +637,18 @@ impl Machine {
             return self.finish(Outcome::Fatal(
                 "Pi reported no current model (check models.json and credentials)".to_string(),
             ));
+        };
+        let current = match &self.start_model {
+            Some(key) if *key != current.key() => {
+                match self.pool.iter().find(|m| &m.key() == key) {
+                    Some(m) => {
+                        self.pending_set = true;
+                        m.clone()
+                    }
+                    None => current,
+                }
+            }
+            _ => current,
         };
         self.current = Some(current.clone());
         let in_pool = self.pool.iter().any(|m| m.key() == current.key());
@@ -1021,6 +1069,8 @@ impl Machine {
         if mode == Redispatch::Fork {
             self.queue.push_back(Command::GetForkMessages);
         }
+        let pending = std::mem::take(&mut self.pending_set);
+        let next = next.or_else(|| if pending { self.current.clone() } else { None });
         if let Some(model) = next {
             self.queue.push_back(Command::SetModel {
                 provider: model.provider.clone(),

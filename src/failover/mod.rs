@@ -6,4 +6,4 @@ pub mod candidates;
 pub mod classify;
 pub mod machine;
 
-pub use machine::{Action, Attempt, Config, Machine, Outcome};
+pub use machine::{Action, Attempt, Config, Machine, Options, Outcome};
