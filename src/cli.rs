@@ -99,6 +99,14 @@ pub struct Cli {
     #[arg(long, group = "mode")]
     pub doctor: bool,
 
+    /// Run the JSONL jobs in FILE (`-` = stdin); print one JSONL result per job, in order
+    #[arg(long, value_name = "FILE", group = "mode", allow_hyphen_values = true)]
+    pub batch: Option<String>,
+
+    /// Batch workers, each with its own Pi process (default: number of CPUs)
+    #[arg(long, value_name = "N", requires = "batch", value_parser = parse_jobs)]
+    pub jobs: Option<usize>,
+
     /// Ignored (accepted for compatibility with the old runner)
     #[arg(short = 'p', long = "print", hide = true)]
     pub print: bool,
@@ -156,6 +164,7 @@ pub struct Invocation {
     pub verbose: u8,
     pub json: bool,
     pub mode: Mode,
+    pub jobs: Option<usize>,
 }
 
 /// What the invocation does.
@@ -168,6 +177,15 @@ pub enum Mode {
     Disable(String),
     Reset(String),
     Doctor,
+    /// `--batch FILE` (`-` = stdin).
+    Batch(String),
+}
+
+fn parse_jobs(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=256).contains(&n) => Ok(n),
+        _ => Err("must be a whole number from 1 to 256".to_string()),
+    }
 }
 
 fn parse_positive_ms(s: &str) -> Result<u64, String> {
@@ -228,6 +246,8 @@ fn clap_error(e: &clap::Error) -> Option<UsageError> {
             };
             if name == "--timeout-ms" {
                 format!("--timeout-ms must be a positive integer (got '{value}')")
+            } else if name == "--jobs" {
+                format!("--jobs must be a whole number from 1 to 256 (got '{value}')")
             } else {
                 format!("invalid value '{value}' for {name}")
             }
@@ -275,6 +295,11 @@ impl Cli {
             Mode::Disable(model_target("--disable", m, false)?)
         } else if let Some(m) = &self.reset {
             Mode::Reset(model_target("--reset", m, true)?)
+        } else if let Some(f) = &self.batch {
+            if f.is_empty() || (f.starts_with("--")) {
+                return Err(UsageError("--batch requires a value".to_string()));
+            }
+            Mode::Batch(f.clone())
         } else {
             Mode::Run
         };
@@ -293,9 +318,13 @@ impl Cli {
         words.extend(self.literal);
         if mode != Mode::Run {
             if !words.is_empty() || !files.is_empty() {
-                return Err(UsageError(
-                    "management flags take no prompt (put prompt words after --)".to_string(),
-                ));
+                return Err(UsageError(match mode {
+                    Mode::Batch(_) => {
+                        "--batch takes its prompts from the job file, not the command line"
+                            .to_string()
+                    }
+                    _ => "management flags take no prompt (put prompt words after --)".to_string(),
+                }));
             }
         } else if words.is_empty() {
             return Err(UsageError("a prompt is required".to_string()));
@@ -311,6 +340,7 @@ impl Cli {
             verbose: self.verbose,
             json: self.json,
             mode,
+            jobs: self.jobs,
         })
     }
 }
@@ -503,6 +533,32 @@ mod tests {
         // A prompt that looks like a management flag goes after `--`.
         let inv = run(&["--", "--status"]).unwrap();
         assert_eq!((inv.mode, inv.prompt.as_str()), (Mode::Run, "--status"));
+    }
+
+    #[test]
+    fn batch_mode() {
+        let inv = run(&["--batch", "jobs.jsonl", "--jobs", "2", "--json"]).unwrap();
+        assert_eq!(inv.mode, Mode::Batch("jobs.jsonl".into()));
+        assert_eq!(inv.jobs, Some(2));
+        assert_eq!(
+            run(&["--batch", "-"]).unwrap().mode,
+            Mode::Batch("-".into())
+        );
+        assert!(
+            run(&["--batch", "f", "hello"])
+                .unwrap_err()
+                .contains("job file")
+        );
+        assert!(
+            run(&["--jobs", "2", "hello"]).is_err(),
+            "--jobs needs --batch"
+        );
+        assert!(
+            run(&["--batch", "f", "--jobs", "0"])
+                .unwrap_err()
+                .contains("--jobs must be")
+        );
+        assert!(run(&["--batch", "f", "--status"]).is_err());
     }
 
     #[test]

@@ -13,6 +13,7 @@
 
 pub mod agent;
 pub mod attach;
+pub mod batch;
 pub mod catalog;
 pub mod cli;
 pub mod clock;
@@ -47,100 +48,131 @@ pub fn run(args: Vec<OsString>) -> Exit {
         }
     };
     init_tracing(inv.verbose);
-    let prepared = match attach::prepare(&inv.files, &inv.prompt) {
-        Ok(p) => p,
-        Err(e) => {
-            output::error_line(&e.to_string());
-            return Exit::Error;
+    match fallible(&inv) {
+        Ok(exit) => exit,
+        Err(message) => {
+            output::error_line(&message);
+            if inv.json && matches!(inv.mode, cli::Mode::Run) {
+                let report = driver::Report::failed(Exit::Error, message);
+                let _ = output::stdout_text(&format!("{}\n", output::result_json(&report)));
+            }
+            Exit::Error
         }
+    }
+}
+
+/// Everything after parsing; an `Err` is a one-line reason for exit 2.
+fn fallible(inv: &cli::Invocation) -> Result<Exit, String> {
+    let prepared = match inv.mode {
+        cli::Mode::Run => attach::prepare(&inv.files, &inv.prompt).map_err(|e| e.to_string())?,
+        _ => attach::Prepared::default(),
     };
     for note in &prepared.notes {
         output::error_line(note);
     }
-    let settings = match settings::load() {
-        Ok(s) => s,
-        Err(e) => {
-            output::error_line(&e.0);
-            return Exit::Error;
-        }
-    };
+    let settings = settings::load().map_err(|e| e.0)?;
     if let Some(w) = &settings.pi_warning {
         output::error_line(w);
     }
-    let mut signals = match signals::install() {
-        Ok(rx) => rx,
-        Err(e) => {
-            output::error_line(&format!("cannot install signal handlers: {e}"));
-            return Exit::Error;
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
+    let mut signals =
+        signals::install().map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            output::error_line(&format!("cannot start the async runtime: {e}"));
-            return Exit::Error;
-        }
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let config = failover::Config {
+        first_response: settings.first_response,
+        stall: settings.stall,
+        round_limit: settings.round_limit,
+        cooldown_scale: settings.cooldown_scale,
+        models_scope: inv.models_scope.clone(),
     };
-    if inv.mode != cli::Mode::Run {
-        return runtime.block_on(manage::run(&inv.mode, &settings, &inv.pi_args, inv.json));
+    let timeout = std::time::Duration::from_millis(inv.timeout_ms);
+    match &inv.mode {
+        cli::Mode::Run => {}
+        cli::Mode::Batch(file) => {
+            let input = read_batch_input(file)?;
+            let plan = batch::Plan {
+                pi_command: settings.pi_command.clone(),
+                pi_args: inv.pi_args.clone(),
+                config,
+                timeout,
+                verbose: inv.verbose,
+                workers: inv.jobs.unwrap_or_else(|| {
+                    std::thread::available_parallelism().map_or(2, std::num::NonZero::get)
+                }),
+            };
+            let backend = backend_for(&settings);
+            return Ok(runtime.block_on(batch::run(&input, plan, backend, signals)));
+        }
+        mode => return Ok(runtime.block_on(manage::run(mode, &settings, &inv.pi_args, inv.json))),
     }
     let mut pi_args = inv.pi_args.clone();
-    if let Some(level) = thinking_for(&inv, &prepared) {
+    if let Some(level) = thinking_for(inv, &prepared) {
         pi_args.push("--thinking".to_string());
         pi_args.push(level.to_string());
     }
     let job = driver::Job {
         message: prepared.message,
         images: prepared.images,
-        config: failover::Config {
-            first_response: settings.first_response,
-            stall: settings.stall,
-            round_limit: settings.round_limit,
-            cooldown_scale: settings.cooldown_scale,
-            models_scope: inv.models_scope.clone(),
-        },
+        config,
         verbose: inv.verbose,
         label: String::new(),
     };
-    let mut memory;
-    let mut shared;
-    let backend: &mut dyn health::Backend = match &settings.agent_dir {
-        Some(dir) => {
-            shared = health::shared::Shared::new(
-                dir,
-                settings.cooldown_scale,
-                Box::new(|line: &str| output::error_line(line)),
-            );
-            &mut shared
-        }
-        None => {
-            output::error_line(
-                "warning: no agent directory (set PI_CODING_AGENT_DIR or HOME); health is not shared",
-            );
-            memory = health::Memory::new(settings.cooldown_scale);
-            &mut memory
-        }
-    };
+    let mut backend = backend_for(&settings);
     let report = runtime.block_on(driver::run(
         &settings.pi_command,
         &pi_args,
         &job,
-        std::time::Duration::from_millis(inv.timeout_ms),
-        backend,
+        timeout,
+        backend.as_mut(),
         &mut signals,
     ));
-    if let Some(answer) = &report.answer {
-        if let Err(e) = output::answer(answer) {
-            output::error_line(&format!("cannot write the answer to stdout: {e}"));
-            return Exit::Error;
-        }
-    } else if let Some(err) = &report.error {
+    if let Some(err) = &report.error {
         output::error_line(err);
     }
-    report.exit
+    let written = if inv.json {
+        output::stdout_text(&format!("{}\n", output::result_json(&report)))
+    } else if let Some(answer) = &report.answer {
+        output::answer(answer)
+    } else {
+        Ok(())
+    };
+    if let Err(e) = written {
+        output::error_line(&format!("cannot write to stdout: {e}"));
+        return Ok(Exit::Error);
+    }
+    Ok(report.exit)
+}
+
+/// The shared state file when there is an agent dir; in-memory health otherwise.
+fn backend_for(settings: &settings::Settings) -> Box<dyn health::Backend> {
+    match &settings.agent_dir {
+        Some(dir) => Box::new(health::shared::Shared::new(
+            dir,
+            settings.cooldown_scale,
+            Box::new(|line: &str| output::error_line(line)),
+        )),
+        None => {
+            output::error_line(
+                "warning: no agent directory (set PI_CODING_AGENT_DIR or HOME); health is not shared",
+            );
+            Box::new(health::Memory::new(settings.cooldown_scale))
+        }
+    }
+}
+
+/// The job file of `--batch` (`-` = stdin).
+fn read_batch_input(file: &str) -> Result<String, String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let read = if file == "-" {
+        std::io::stdin().lock().read_to_end(&mut bytes).map(|_| ())
+    } else {
+        std::fs::File::open(file).and_then(|mut f| f.read_to_end(&mut bytes).map(|_| ()))
+    };
+    read.map_err(|e| format!("cannot read the batch file {file}: {e}"))?;
+    String::from_utf8(bytes).map_err(|_| format!("the batch file {file} is not UTF-8 text"))
 }
 
 /// `--thinking` wins (it is already among the forwarded flags); else `--task-complexity`

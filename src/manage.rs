@@ -357,7 +357,7 @@ pub async fn run(
             finish_update(res, &format!("reset {target}\n"), json)
         }
         Mode::Doctor => doctor(settings, pi_args, &dir, &store, json).await,
-        Mode::Run => Exit::Error,
+        Mode::Run | Mode::Batch(_) => Exit::Error,
     }
 }
 

@@ -15,7 +15,7 @@ use crate::rpc::ImageContent;
 pub use image::{MAX_ATTACHMENT_BYTES, MAX_BASE64_LEN, MAX_IMAGES};
 
 /// The prompt as Pi receives it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Prepared {
     pub message: String,
     pub images: Vec<ImageContent>,

@@ -116,6 +116,7 @@ enum Tag {
     ForkMessages,
     Fork,
     SetModel(ModelInfo),
+    NewSession,
     Other,
 }
 
@@ -269,10 +270,13 @@ impl Machine {
             outcome: None,
         };
         if options.fresh_session {
-            m.send(Command::NewSession, Tag::Other);
+            // Pi switches sessions asynchronously: a command sent before this answer would
+            // still reach the old session.
+            m.send(Command::NewSession, Tag::NewSession);
+        } else {
+            m.send(Command::GetState, Tag::GetState);
+            m.send(Command::GetAvailableModels, Tag::Models);
         }
-        m.send(Command::GetState, Tag::GetState);
-        m.send(Command::GetAvailableModels, Tag::Models);
         m
     }
 
@@ -616,6 +620,22 @@ impl Machine {
                         r.error.unwrap_or_else(|| "cancelled".to_string())
                     )));
                 }
+            }
+            Tag::NewSession => {
+                let cancelled = r
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get("cancelled"))
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                if !r.success || cancelled {
+                    return self.finish(Outcome::Fatal(format!(
+                        "Pi could not start a fresh session: {}",
+                        r.error.unwrap_or_else(|| "cancelled".to_string())
+                    )));
+                }
+                self.send(Command::GetState, Tag::GetState);
+                self.send(Command::GetAvailableModels, Tag::Models);
             }
             Tag::Abort | Tag::AbortRetry | Tag::Other => {}
         }

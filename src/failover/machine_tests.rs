@@ -749,3 +749,50 @@ fn three_endpoint_failures_isolate_the_endpoint_for_the_round() {
         "a/m4 shares the isolated endpoint"
     );
 }
+
+#[test]
+fn a_reused_pi_gets_a_fresh_session_and_the_start_model_back() {
+    let opts = Options {
+        fresh_session: true,
+        start_model: Some("a/m1".into()),
+    };
+    let m = Machine::with_options(cfg(), Health::default(), "Summarise.".into(), vec![], opts);
+    let mut h = H {
+        m,
+        base: crate::clock::now().instant,
+        t: 0,
+        log: Vec::new(),
+        cursor: 0,
+    };
+    let sent = h.sent();
+    assert_eq!(
+        sent.len(),
+        1,
+        "nothing else before the new session is in place"
+    );
+    assert_eq!(sent[0].1, Command::NewSession);
+    h.respond(&sent[0].0, "new_session", true, json!({"cancelled": false}));
+    // Pi is still on the model an earlier job switched to.
+    let ids: Vec<String> = h.sent().into_iter().map(|(id, _)| id).collect();
+    h.respond(
+        &ids[0],
+        "get_state",
+        true,
+        json!({"model": model("b", "m1", false, 128_000)}),
+    );
+    h.respond(
+        &ids[1],
+        "get_available_models",
+        true,
+        json!({"models": pool()}),
+    );
+    let sent = h.sent();
+    let names: Vec<_> = sent.iter().map(|(_, c)| c.name()).collect();
+    assert_eq!(names, ["set_model"]);
+    assert!(
+        matches!(&sent[0].1, Command::SetModel { provider, model_id } if provider == "a" && model_id == "m1")
+    );
+    h.complete_redispatch(sent);
+    h.answer("ok");
+    assert_eq!(answered_by(&h), "a/m1 ok");
+}

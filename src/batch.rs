@@ -1,0 +1,360 @@
+//! `--batch FILE --jobs N`: many prompts, few Pi processes. Each worker keeps one Pi alive
+//! across its jobs (a fresh session per job), all workers share breaker health, and results
+//! are printed as JSONL in input order as soon as they are contiguous.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ffi::OsString;
+use std::rc::Rc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+
+use crate::attach;
+use crate::clock;
+use crate::driver::{self, Job, Report, Session};
+use crate::exit::Exit;
+use crate::failover::Config;
+use crate::health::{Backend, Delta, Health};
+use crate::output::{self, StatusLine};
+use crate::signals::Interrupt;
+
+/// One input line, as written.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// A string or a number; echoed in the result.
+    pub id: Value,
+    pub prompt: String,
+    #[serde(default)]
+    pub files: Vec<String>,
+}
+
+/// A parsed input line: a job, or why it is not one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    /// 1-based line number in the input.
+    pub number: usize,
+    pub job: Result<JobSpec, String>,
+}
+
+/// Parses JSONL jobs. Blank lines are skipped; every other line yields a [`Line`]. Pure.
+pub fn parse_jobs(input: &str) -> Vec<Line> {
+    let mut seen = BTreeSet::new();
+    input
+        .split('\n')
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, raw)| {
+            let number = i + 1;
+            let job = serde_json::from_str::<JobSpec>(raw.trim_end_matches('\r'))
+                .map_err(|e| format!("invalid job: {e}"))
+                .and_then(|j| {
+                    if !(j.id.is_string() || j.id.is_number()) {
+                        return Err("invalid job: id must be a string or a number".to_string());
+                    }
+                    if j.prompt.trim().is_empty() {
+                        return Err("invalid job: prompt is empty".to_string());
+                    }
+                    if !seen.insert(j.id.to_string()) {
+                        return Err(format!("invalid job: duplicate id {}", j.id));
+                    }
+                    Ok(j)
+                });
+            Line { number, job }
+        })
+        .collect()
+}
+
+/// The batch's exit code from its jobs' codes: an interrupt wins, then a timeout, then any
+/// input/Pi error, then any exhausted job. Pure.
+pub fn batch_exit(codes: &[Exit], interrupted: Option<Interrupt>) -> Exit {
+    if let Some(sig) = interrupted {
+        return sig.exit();
+    }
+    for worst in [Exit::Timeout, Exit::Error, Exit::Exhausted] {
+        if codes.contains(&worst) {
+            return worst;
+        }
+    }
+    Exit::Success
+}
+
+/// Health shared by the workers of this process (on top of the shared store).
+#[derive(Clone)]
+struct SharedBackend(Rc<RefCell<Box<dyn Backend>>>);
+
+impl Backend for SharedBackend {
+    fn load(&mut self, now_ms: u64) -> Health {
+        self.0.borrow_mut().load(now_ms)
+    }
+    fn commit(&mut self, deltas: &[Delta], now_ms: u64) -> Option<Health> {
+        self.0.borrow_mut().commit(deltas, now_ms)
+    }
+    fn claim_probe(&mut self, provider: &str, now_ms: u64) -> bool {
+        self.0.borrow_mut().claim_probe(provider, now_ms)
+    }
+}
+
+/// What every job shares.
+pub struct Plan {
+    pub pi_command: OsString,
+    pub pi_args: Vec<String>,
+    pub config: Config,
+    pub timeout: Duration,
+    pub verbose: u8,
+    pub workers: usize,
+}
+
+/// One finished line, ready to print.
+struct Done {
+    index: usize,
+    exit: Exit,
+    json: Value,
+    summary: String,
+}
+
+fn result_line(spec_id: Option<&Value>, number: usize, report: &Report) -> Value {
+    let mut v = output::result_json(report);
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("id".to_string(), spec_id.cloned().unwrap_or(Value::Null));
+        obj.insert("line".to_string(), json!(number));
+    }
+    v
+}
+
+/// Runs the batch; prints JSONL results on stdout and progress on stderr.
+pub async fn run(
+    input: &str,
+    plan: Plan,
+    backend: Box<dyn Backend>,
+    mut interrupt: watch::Receiver<Option<Interrupt>>,
+) -> Exit {
+    let start = clock::now();
+    let lines = parse_jobs(input);
+    let total = lines.len();
+    let backend = SharedBackend(Rc::new(RefCell::new(backend)));
+    let queue: Rc<RefCell<VecDeque<(usize, Line)>>> =
+        Rc::new(RefCell::new(lines.into_iter().enumerate().collect()));
+    let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
+    let plan = Rc::new(plan);
+    let local = tokio::task::LocalSet::new();
+    for worker in 0..plan.workers.max(1) {
+        let queue = Rc::clone(&queue);
+        let tx = tx.clone();
+        let plan = Rc::clone(&plan);
+        let mut backend = backend.clone();
+        let mut interrupt = interrupt.clone();
+        local.spawn_local(async move {
+            let mut session: Option<Session> = None;
+            loop {
+                if interrupt.borrow().is_some() {
+                    break;
+                }
+                let Some((index, line)) = queue.borrow_mut().pop_front() else {
+                    break;
+                };
+                let done = run_line(
+                    worker,
+                    index,
+                    line,
+                    &plan,
+                    &mut session,
+                    &mut backend,
+                    &mut interrupt,
+                )
+                .await;
+                if tx.send(done).is_err() {
+                    break;
+                }
+            }
+            if let Some(s) = session {
+                s.stop().await;
+            }
+        });
+    }
+    drop(tx);
+    let mut status = StatusLine::for_stderr();
+    let collector = async {
+        let mut pending: BTreeMap<usize, Done> = BTreeMap::new();
+        let mut next = 0usize;
+        let mut codes = Vec::new();
+        let mut failed = 0usize;
+        let mut write_error = None;
+        let mut ticker = tokio::time::interval(Duration::from_millis(250));
+        let mut watching = true;
+        loop {
+            tokio::select! {
+                done = rx.recv() => {
+                    let Some(done) = done else { break };
+                    if done.exit != Exit::Success {
+                        failed += 1;
+                        status.clear();
+                        output::progress_line(&done.summary);
+                    } else if plan.verbose > 0 {
+                        status.clear();
+                        output::progress_line(&done.summary);
+                    }
+                    codes.push(done.exit);
+                    pending.insert(done.index, done);
+                    // Print every result that is now contiguous, in input order.
+                    while let Some(d) = pending.remove(&next) {
+                        if write_error.is_none()
+                            && let Err(e) = output::stdout_text(&format!("{}\n", d.json))
+                        {
+                            write_error = Some(e);
+                        }
+                        next += 1;
+                    }
+                }
+                _ = ticker.tick(), if status.enabled() => {}
+                changed = interrupt.changed(), if watching => watching = changed.is_ok(),
+            }
+            let secs = clock::now()
+                .instant
+                .saturating_duration_since(start.instant)
+                .as_secs_f64();
+            #[expect(clippy::cast_precision_loss, reason = "a rate for humans")]
+            let rate = codes.len() as f64 / secs.max(0.001);
+            status.show(&format!(
+                "batch {}/{total} done · {failed} failed · {rate:.1} jobs/s · {secs:.1}s",
+                codes.len()
+            ));
+        }
+        status.clear();
+        (codes, failed, write_error)
+    };
+    let (codes, failed, write_error) = local.run_until(collector).await;
+    local.await;
+    let interrupted = *interrupt.borrow_and_update();
+    let secs = driver::ms_since(start.instant) as f64 / 1000.0;
+    output::progress_line(&format!(
+        "batch: {} of {total} jobs done, {} ok, {failed} failed, in {secs:.1} s",
+        codes.len(),
+        codes.len() - failed
+    ));
+    if let Some(e) = write_error {
+        output::error_line(&format!("cannot write results to stdout: {e}"));
+        return Exit::Error;
+    }
+    batch_exit(&codes, interrupted)
+}
+
+async fn run_line(
+    worker: usize,
+    index: usize,
+    line: Line,
+    plan: &Plan,
+    session: &mut Option<Session>,
+    backend: &mut SharedBackend,
+    interrupt: &mut watch::Receiver<Option<Interrupt>>,
+) -> Done {
+    let number = line.number;
+    let finish = |id: Option<&Value>, report: Report| {
+        let label = id.map_or_else(|| format!("line {number}"), |id| format!("job {id}"));
+        let summary = match (&report.model, &report.error) {
+            (Some(m), _) if report.exit == Exit::Success => format!(
+                "{label}: ok ({}/{}, {} ms, worker {worker})",
+                m.provider, m.id, report.elapsed_ms
+            ),
+            (_, Some(e)) => format!("{label} (line {number}): exit {}: {e}", report.exit.code()),
+            _ => format!("{label} (line {number}): exit {}", report.exit.code()),
+        };
+        Done {
+            index,
+            exit: report.exit,
+            json: result_line(id, number, &report),
+            summary,
+        }
+    };
+    let spec = match line.job {
+        Ok(spec) => spec,
+        Err(e) => {
+            return finish(
+                None,
+                Report::failed(Exit::Error, format!("line {number}: {e}")),
+            );
+        }
+    };
+    let prepared = match attach::prepare(&spec.files, &spec.prompt) {
+        Ok(p) => p,
+        Err(e) => return finish(Some(&spec.id), Report::failed(Exit::Error, e.to_string())),
+    };
+    let job = Job {
+        message: prepared.message,
+        images: prepared.images,
+        config: plan.config.clone(),
+        verbose: plan.verbose,
+        label: format!("job {}: ", spec.id),
+    };
+    let mut quiet = StatusLine::disabled();
+    // A Pi that dies mid-job is restarted and the job retried once, on the same terms.
+    let mut report = None;
+    for _ in 0..2 {
+        if session.is_none() {
+            match Session::start(&plan.pi_command, &plan.pi_args) {
+                Ok(s) => *session = Some(s),
+                Err(e) => {
+                    report = Some(Report::failed(Exit::Error, e));
+                    break;
+                }
+            }
+        }
+        let Some(s) = session.as_mut() else { break };
+        let deadline = clock::now().instant + plan.timeout;
+        let r = s
+            .run_job(&job, backend, interrupt, deadline, &mut quiet)
+            .await;
+        let lost = r.pi_lost;
+        let retry = lost && matches!(r.exit, Exit::Error) && interrupt.borrow().is_none();
+        if lost && let Some(old) = session.take() {
+            old.stop().await;
+        }
+        report = Some(r);
+        if !retry {
+            break;
+        }
+        output::progress_line(&format!(
+            "job {}: Pi was lost; restarting it and retrying the job",
+            spec.id
+        ));
+    }
+    let report = report.unwrap_or_else(|| Report::failed(Exit::Error, "no report".to_string()));
+    finish(Some(&spec.id), report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_parse_with_line_numbers_and_clear_errors() {
+        let input = "{\"id\":\"a\",\"prompt\":\"one\"}\n\n{\"id\":2,\"prompt\":\"two\",\"files\":[\"x.md\"]}\r\nnot json\n{\"id\":\"a\",\"prompt\":\"dup\"}\n{\"id\":\"c\"}\n{\"id\":[1],\"prompt\":\"p\"}\n{\"id\":\"d\",\"prompt\":\"  \"}\n{\"id\":\"e\",\"prompt\":\"p\",\"promt\":1}\n";
+        let lines = parse_jobs(input);
+        let numbers: Vec<usize> = lines.iter().map(|l| l.number).collect();
+        assert_eq!(numbers, [1, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(lines[0].job.as_ref().unwrap().prompt, "one");
+        assert_eq!(lines[1].job.as_ref().unwrap().files, ["x.md"]);
+        assert_eq!(lines[1].job.as_ref().unwrap().id, json!(2));
+        let err = |i: usize| lines[i].job.clone().unwrap_err();
+        assert!(err(2).starts_with("invalid job:"), "{}", err(2));
+        assert!(err(3).contains("duplicate id"), "{}", err(3));
+        assert!(err(4).contains("prompt"), "{}", err(4));
+        assert!(err(5).contains("id must be"), "{}", err(5));
+        assert!(err(6).contains("prompt is empty"), "{}", err(6));
+        assert!(err(7).contains("promt"), "{}", err(7));
+    }
+
+    #[test]
+    fn batch_exit_precedence() {
+        use Exit::*;
+        assert_eq!(batch_exit(&[Success, Success], None), Success);
+        assert_eq!(batch_exit(&[Success, Exhausted], None), Exhausted);
+        assert_eq!(batch_exit(&[Exhausted, Error], None), Error);
+        assert_eq!(batch_exit(&[Error, Timeout], None), Timeout);
+        assert_eq!(batch_exit(&[Success], Some(Interrupt::Term)), Terminated);
+        assert_eq!(batch_exit(&[], Some(Interrupt::Int)), Interrupted);
+    }
+}

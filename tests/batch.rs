@@ -1,0 +1,309 @@
+//! `--batch` through real Pi: input order, shared health across workers, Pi restarted when it
+//! dies, invalid lines, per-job attachment errors, and process reuse.
+
+#![allow(clippy::disallowed_methods)] // the clock/env chokepoints are rules for the library
+
+mod support;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::*;
+
+fn providers() -> Vec<ProviderSpec> {
+    vec![
+        ProviderSpec::new("prim", "a", vec![ModelSpec::text("m")]),
+        ProviderSpec::new("back", "b", vec![ModelSpec::text("m")]),
+    ]
+}
+
+fn jobs(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("{{\"id\":\"doc-{i}\",\"prompt\":\"Summarise document {i}.\"}}\n"))
+        .collect()
+}
+
+fn results(out: &Output) -> Vec<Value> {
+    out.stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("not JSON ({e}): {l}\n{}", out.dump()))
+        })
+        .collect()
+}
+
+#[test]
+fn fifty_jobs_two_workers_primary_dead_from_the_start_pi_min() {
+    fifty_jobs(PI_MIN);
+}
+
+#[test]
+fn fifty_jobs_two_workers_primary_dead_from_the_start_pi_newest() {
+    fifty_jobs(PI_NEWEST);
+}
+
+fn fifty_jobs(v: &str) {
+    let env = TestEnv::new(v, &providers());
+    env.llm.script("a", "m", vec![Behaviour::Status402]);
+    let out = env.run_stdin(
+        [
+            "--batch",
+            "-",
+            "--jobs",
+            "2",
+            "--no-tools",
+            "--provider",
+            "prim",
+            "--model",
+            "m",
+        ],
+        jobs(50).as_bytes(),
+    );
+    out.assert_success();
+    let rs = results(&out);
+    assert_eq!(rs.len(), 50, "{}", out.dump());
+    let primary = env.llm.requests_to("a", "m").len();
+    assert!(
+        (1..=2).contains(&primary),
+        "primary got {primary} requests\n{}",
+        out.dump()
+    );
+    let mut met_402 = 0;
+    for (i, r) in rs.iter().enumerate() {
+        assert_eq!(r["id"], format!("doc-{i}"), "input order");
+        assert_eq!(r["line"], i + 1);
+        assert_eq!(r["exit_code"], 0);
+        assert_eq!(r["answer"], "Hello from the fake LLM.");
+        assert_eq!(r["model"]["provider"], "back");
+        assert_eq!(r["model"]["id"], "m");
+        let attempts = r["attempts"].as_array().expect("attempts");
+        if attempts.len() == 2 {
+            met_402 += 1;
+            assert_eq!(attempts[0]["model"], "prim/m");
+            assert_eq!(attempts[0]["class"], "quota");
+            assert_eq!(attempts[0]["scope"], "provider");
+            assert_eq!(attempts[0]["marker"], "status 402");
+            assert_eq!(r["switches"], 1);
+        } else {
+            assert_eq!(attempts.len(), 1, "{r}");
+        }
+        assert_eq!(attempts.last().expect("attempt")["ok"], true);
+    }
+    assert_eq!(met_402, primary, "each job that met the 402 says so");
+    assert_eq!(env.llm.requests_to("b", "m").len(), 50);
+    // Every fallback request is a fresh conversation: one user message, this job's prompt.
+    for r in env.llm.requests_to("b", "m") {
+        let users = r.messages.iter().filter(|m| m.role == "user").count();
+        assert_eq!(users, 1, "{:?}", r.messages);
+    }
+    out.assert_stderr_contains("batch: 50 of 50 jobs done, 50 ok, 0 failed");
+    env.assert_no_orphans();
+}
+
+#[test]
+fn killing_pi_mid_batch_loses_no_job() {
+    let env = TestEnv::new(PI_MIN, &providers());
+    env.llm.set_default(Behaviour::Slow);
+    let path = env.dir.path().join("jobs.jsonl");
+    std::fs::write(&path, jobs(4)).expect("write jobs");
+    let mut cmd = env.cmd([
+        "--batch",
+        path.to_str().expect("utf-8 path"),
+        "--jobs",
+        "2",
+        "--no-tools",
+        "--provider",
+        "prim",
+        "--model",
+        "m",
+    ]);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = cmd.spawn().expect("spawn");
+    env.llm.wait_requests(1, Duration::from_secs(30));
+    let runner = child.id();
+    let pis: Vec<u32> = pids_with_env_marker(&env.marker())
+        .into_iter()
+        .filter(|p| *p != runner)
+        .collect();
+    let all: Vec<String> = pids_with_env_marker(&env.marker())
+        .into_iter()
+        .map(cmdline)
+        .collect();
+    assert!(!pis.is_empty(), "Pi processes are running: {all:?}");
+    // SAFETY: plain kill(2) of one Pi process the runner started.
+    unsafe { libc::kill(pis[0] as i32, libc::SIGKILL) };
+    let out = child.wait_with_output().expect("wait");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    let rs: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    assert_eq!(rs.len(), 4, "stdout: {stdout}\nstderr: {stderr}");
+    for (i, r) in rs.iter().enumerate() {
+        assert_eq!(r["id"], format!("doc-{i}"));
+        assert_eq!(r["exit_code"], 0, "{r}\nstderr: {stderr}");
+    }
+    assert!(
+        stderr.contains("restarting it and retrying the job"),
+        "{stderr}"
+    );
+    env.assert_no_orphans();
+}
+
+#[test]
+fn invalid_lines_and_bad_attachments_are_reported_and_the_rest_still_runs() {
+    let env = TestEnv::new(PI_MIN, &providers());
+    let input = "{\"id\":1,\"prompt\":\"first\"}\nthis is not json\n{\"id\":3,\"prompt\":\"third\",\"files\":[\"missing.md\"]}\n{\"id\":4,\"prompt\":\"fourth\"}\n";
+    let out = env.run_stdin(
+        [
+            "--batch",
+            "-",
+            "--jobs",
+            "1",
+            "--no-tools",
+            "--provider",
+            "prim",
+            "--model",
+            "m",
+        ],
+        input.as_bytes(),
+    );
+    out.assert_code(2);
+    let rs = results(&out);
+    assert_eq!(rs.len(), 4);
+    assert_eq!(rs[0]["exit_code"], 0);
+    assert_eq!(rs[1]["exit_code"], 2);
+    assert_eq!(rs[1]["line"], 2);
+    assert_eq!(rs[1]["id"], Value::Null);
+    assert!(
+        rs[1]["error"].as_str().expect("error").contains("line 2"),
+        "{}",
+        rs[1]
+    );
+    assert_eq!(rs[2]["exit_code"], 2);
+    assert!(
+        rs[2]["error"]
+            .as_str()
+            .expect("error")
+            .contains("file not found"),
+        "{}",
+        rs[2]
+    );
+    assert_eq!(rs[3]["exit_code"], 0);
+    assert_eq!(
+        env.llm.requests().len(),
+        2,
+        "only the valid jobs reached a model"
+    );
+}
+
+#[test]
+fn an_exhausted_job_makes_the_batch_exit_1() {
+    let env = TestEnv::new(PI_MIN, &providers());
+    env.llm.set_default(Behaviour::Status402);
+    let out = env.run_stdin(
+        [
+            "--batch",
+            "-",
+            "--jobs",
+            "1",
+            "--no-tools",
+            "--provider",
+            "prim",
+            "--model",
+            "m",
+        ],
+        jobs(2).as_bytes(),
+    );
+    out.assert_code(1);
+    let rs = results(&out);
+    assert_eq!(rs.len(), 2);
+    assert!(
+        rs.iter()
+            .all(|r| r["exit_code"] == 1 && r["answer"].is_null())
+    );
+}
+
+#[test]
+fn each_worker_keeps_one_pi_for_all_its_jobs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("pi.log");
+    let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fake-pi/pi");
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.args(["--batch", "-", "--jobs", "2"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", dir.path())
+        .env("PI_CODING_AGENT_DIR", dir.path().join("agent"))
+        .env("PI_BIN", &fake)
+        .env("FAKE_PI_LOG", &log)
+        .current_dir(dir.path());
+    let out = run_command(cmd, Some(jobs(6).as_bytes()), RUN_TIMEOUT);
+    out.assert_success();
+    assert_eq!(results(&out).len(), 6);
+    let log = std::fs::read_to_string(&log).expect("log");
+    let spawns = log.lines().filter(|l| *l == "spawn").count();
+    let sessions = log
+        .lines()
+        .filter(|l| l.contains(r#""type":"new_session""#))
+        .count();
+    let prompts = log
+        .lines()
+        .filter(|l| l.contains(r#""type":"prompt""#))
+        .count();
+    assert_eq!(spawns, 2, "one Pi per worker\n{log}");
+    assert_eq!(prompts, 6);
+    assert_eq!(
+        sessions, 4,
+        "a fresh session for every job after a worker's first\n{log}"
+    );
+}
+
+#[test]
+fn sigterm_mid_batch_exits_143_and_printed_results_stay_valid_jsonl() {
+    let env = TestEnv::new(PI_MIN, &providers());
+    env.llm
+        .script("a", "m", vec![Behaviour::Ok, Behaviour::Hang]);
+    let path = env.dir.path().join("jobs.jsonl");
+    std::fs::write(&path, jobs(3)).expect("write jobs");
+    let mut cmd = env.cmd([
+        "--batch",
+        path.to_str().expect("utf-8 path"),
+        "--jobs",
+        "1",
+        "--no-tools",
+        "--provider",
+        "prim",
+        "--model",
+        "m",
+    ]);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = cmd.spawn().expect("spawn");
+    env.llm.wait_requests(2, Duration::from_secs(30));
+    // SAFETY: plain kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().expect("wait");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(143),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rs: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("valid JSONL"))
+        .collect();
+    assert_eq!(rs[0]["exit_code"], 0);
+    assert_eq!(rs[0]["id"], "doc-0");
+    assert!(rs.len() <= 2, "{stdout}");
+    if let Some(r) = rs.get(1) {
+        assert_eq!(r["exit_code"], 143);
+    }
+    env.assert_no_orphans();
+}
