@@ -19,6 +19,7 @@ Environment:
   CCSWITCH_ROUND_LIMIT_MS     failover round window (default 480000)
   CCSWITCH_FIRST_RESPONSE_MS  watchdog: no first response from the model (default 90000)
   CCSWITCH_STALL_MS           watchdog: no stream progress (default 120000)
+  CCSWITCH_COOLDOWN_SCALE     multiply every breaker cooldown by this factor, 0-1 (default 1)
 
 Exit codes:
   0    success: a model gave a complete answer (or --help/--version)
@@ -39,7 +40,7 @@ Exit codes:
     disable_help_subcommand = true
 )]
 pub struct Cli {
-    /// Whole-run deadline in milliseconds (exit 124 when it passes)
+    /// Deadline in milliseconds for the run, or for each job in batch mode (exit 124 when it passes)
     #[arg(long, value_name = "MS", default_value = "600000", value_parser = parse_positive_ms, allow_hyphen_values = true)]
     pub timeout_ms: u64,
 
@@ -75,7 +76,7 @@ pub struct Cli {
     #[arg(short, long, action = ArgAction::Count)]
     pub verbose: u8,
 
-    /// Print one JSON object (or JSONL in batch mode) instead of plain text
+    /// Print one JSON object instead of the plain answer (batch mode always prints JSONL)
     #[arg(long)]
     pub json: bool,
 

@@ -256,15 +256,13 @@ impl Session {
                 report.exit = Exit::Exhausted;
                 let tried = machine.tried();
                 let tried = if tried.is_empty() {
-                    "none".to_string()
+                    "no request was sent".to_string()
                 } else {
-                    tried.join(", ")
+                    format!("tried: {}", tried.join(", "))
                 };
                 report.error = Some(match last_error {
-                    Some(e) => {
-                        format!("failover exhausted: {reason}; tried: {tried}; last error: {e}")
-                    }
-                    None => format!("failover exhausted: {reason}; tried: {tried}"),
+                    Some(e) => format!("failover exhausted: {reason}; {tried}; last error: {e}"),
+                    None => format!("failover exhausted: {reason}; {tried}"),
                 });
             }
             Ended::Machine(Outcome::EmptyAnswer) => {

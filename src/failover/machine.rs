@@ -680,7 +680,7 @@ impl Machine {
                 "not available (no credentials?)".to_string()
             })
         } else if needs_images && !current.accepts_images() {
-            Some("does not accept images".to_string())
+            Some("text-only and the request has images".to_string())
         } else {
             self.health
                 .blocked(&current, now.wall_ms, &self.own_leases)
