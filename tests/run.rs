@@ -272,3 +272,133 @@ fn works_through_a_symlink(v: &str) {
     out.assert_success();
     assert_eq!(out.stdout, "Hello from the fake LLM.\n");
 }
+
+/// The `--json` object is a public interface: exactly these keys, these types.
+#[test]
+fn json_schema_is_pinned() {
+    let env = TestEnv::new(PI_MIN, &providers());
+    env.llm.script("a", "alpha-1", vec![Behaviour::Status402]);
+    let out = env.run(args(&["--json", "say", "hello"]));
+    out.assert_success();
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("one JSON object");
+    assert_eq!(out.stdout.lines().count(), 1, "one line");
+    let keys: Vec<&str> = v
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "answer",
+            "attempts",
+            "elapsed_ms",
+            "error",
+            "exit_code",
+            "model",
+            "ok",
+            "switches"
+        ]
+    );
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["answer"], "Hello from the fake LLM.");
+    assert_eq!(
+        v["model"],
+        serde_json::json!({"provider": "fake-b", "id": "beta-1"})
+    );
+    assert_eq!(v["switches"], 1);
+    assert_eq!(v["exit_code"], 0);
+    assert!(v["error"].is_null());
+    assert!(v["elapsed_ms"].as_u64().is_some());
+    let attempts = v["attempts"].as_array().expect("attempts");
+    assert_eq!(attempts.len(), 2);
+    for a in attempts {
+        let keys: Vec<&str> = a
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "class",
+                "duration_ms",
+                "error",
+                "marker",
+                "model",
+                "ok",
+                "scope"
+            ]
+        );
+    }
+    assert_eq!(attempts[0]["model"], "fake-a/alpha-1");
+    assert_eq!(attempts[0]["class"], "quota");
+    assert_eq!(attempts[0]["scope"], "provider");
+    assert_eq!(attempts[0]["marker"], "status 402");
+    assert!(
+        attempts[0]["error"]
+            .as_str()
+            .expect("error")
+            .starts_with("402: ")
+    );
+    assert_eq!(attempts[1]["ok"], true);
+
+    // Failures keep the exit code and still print the object.
+    let env = TestEnv::new(PI_MIN, &only_a());
+    env.llm.set_default(Behaviour::Status402);
+    let out = env.run(args(&["--json", "say", "hello"]));
+    out.assert_code(1);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    assert_eq!(v["exit_code"], 1);
+    assert_eq!(v["ok"], false);
+    assert!(v["answer"].is_null() && v["model"].is_null());
+    assert!(
+        v["error"]
+            .as_str()
+            .expect("error")
+            .contains("failover exhausted")
+    );
+    // An attachment error is exit 2 with the object too.
+    let out = env.run(args(&["--json", "@missing.txt", "hi"]));
+    out.assert_code(2);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    assert_eq!(v["exit_code"], 2);
+}
+
+/// The live status line appears only on a terminal.
+#[test]
+fn live_status_only_on_a_terminal() {
+    let env = TestEnv::new(PI_MIN, &providers());
+    env.llm.set_default(Behaviour::Slow);
+    let out = env.run(args(&["say", "hello"]));
+    out.assert_success();
+    assert!(
+        !out.stderr.contains('\r') && !out.stderr.contains('⟳'),
+        "{}",
+        out.dump()
+    );
+    // Under a pseudo-terminal (util-linux `script`), stderr is a terminal.
+    let cmd = env.cmd(args(&["say", "hello"]));
+    let line: Vec<String> = std::iter::once(BIN.to_string())
+        .chain(cmd.get_args().map(|a| format!("'{}'", a.to_string_lossy())))
+        .collect();
+    let mut script = std::process::Command::new("script");
+    script
+        .args([
+            "-qec",
+            &format!("{} 2>&1 >/dev/null", line.join(" ")),
+            "/dev/null",
+        ])
+        .env_clear()
+        .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+        .current_dir(&env.cwd);
+    let out = run_command(script, None, RUN_TIMEOUT);
+    out.assert_success();
+    assert!(
+        out.stdout.contains("⟳ fake-a/alpha-1 · attempt 1"),
+        "{}",
+        out.dump()
+    );
+}

@@ -1,0 +1,25 @@
+complete -c pi-ccswitch-run -l timeout-ms -d 'Deadline in milliseconds for the run, or for each job in batch mode (exit 124 when it passes)' -r
+complete -c pi-ccswitch-run -l provider -d 'Forwarded to Pi: provider of the starting model' -r
+complete -c pi-ccswitch-run -l model -d 'Forwarded to Pi: starting model (pattern or provider/id[:thinking])' -r
+complete -c pi-ccswitch-run -l thinking -d 'Forwarded to Pi: thinking level (off, minimal, low, medium, high, xhigh, max)' -r
+complete -c pi-ccswitch-run -l models -d 'Forwarded to Pi: comma-separated model patterns; failover stays inside this scope' -r
+complete -c pi-ccswitch-run -l task-complexity -d 'Pick a thinking level from the task: auto, low, medium or high (--thinking wins)' -r -f -a "auto\t''
+low\t''
+medium\t''
+high\t''"
+complete -c pi-ccswitch-run -l reactivate -d 'Close the breakers of a model (provider/model) or of everything (all)' -r
+complete -c pi-ccswitch-run -l disable -d 'Exclude a model (provider/model) from every run until reactivated' -r
+complete -c pi-ccswitch-run -l reset -d 'Forget the health history of a model (provider/model) or of everything (all)' -r
+complete -c pi-ccswitch-run -l batch -d 'Run the JSONL jobs in FILE (`-` = stdin); print one JSONL result per job, in order' -r
+complete -c pi-ccswitch-run -l jobs -d 'Batch workers, each with its own Pi process (default: number of CPUs)' -r
+complete -c pi-ccswitch-run -l no-tools -d 'Forwarded to Pi: disable all tools'
+complete -c pi-ccswitch-run -l no-context-files -d 'Forwarded to Pi: do not load AGENTS.md / CLAUDE.md'
+complete -c pi-ccswitch-run -s v -l verbose -d 'More diagnostics on stderr (-v: every failure; -vv: debug)'
+complete -c pi-ccswitch-run -l json -d 'Print one JSON object instead of the plain answer (batch mode always prints JSONL)'
+complete -c pi-ccswitch-run -l status -d 'Show the health of every model (breakers, cooldowns, failures) and exit'
+complete -c pi-ccswitch-run -l doctor -d 'Check pi, Node, the agent dir, the available models and the state file, then exit'
+complete -c pi-ccswitch-run -s p -l print -d 'Ignored (accepted for compatibility with the old runner)'
+complete -c pi-ccswitch-run -l no-session -d 'Ignored (sessions are always ephemeral)'
+complete -c pi-ccswitch-run -l no-extensions -d 'Ignored (extensions are always disabled)'
+complete -c pi-ccswitch-run -s h -l help -d 'Print help'
+complete -c pi-ccswitch-run -s V -l version -d 'Print version'
