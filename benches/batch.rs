@@ -80,7 +80,11 @@ fn main() {
     let pi = pi_env::pi(pi_env::PI_MIN);
     let dir = tempfile::tempdir().expect("temp dir");
     let llm = FakeLlm::start();
-    write_models_json(dir.path(), &llm, &[ProviderSpec::new("fake-a", "a", vec![ModelSpec::text("m")])]);
+    write_models_json(
+        dir.path(),
+        &llm,
+        &[ProviderSpec::new("fake-a", "a", vec![ModelSpec::text("m")])],
+    );
     let jobs: String = (0..n)
         .map(|i| format!("{{\"id\":{i},\"prompt\":\"Summarise document {i}.\"}}\n"))
         .collect();
@@ -96,9 +100,10 @@ fn main() {
     }
     let separate = t.elapsed();
 
-    let mut batch = |workers: &str| -> (Duration, u64) {
+    let batch = |workers: &str| -> (Duration, u64) {
         let mut cmd = base(pi, dir.path());
-        cmd.args(["--batch", "-", "--jobs", workers]).stdin(Stdio::piped());
+        cmd.args(["--batch", "-", "--jobs", workers])
+            .stdin(Stdio::piped());
         let t = Instant::now();
         let mut child = cmd.spawn().expect("spawn");
         let mut stdin = child.stdin.take().expect("stdin");
@@ -116,7 +121,10 @@ fn main() {
     assert_eq!(llm.requests().len(), 3 * n, "every job reached the model");
 
     let s = |d: Duration| d.as_secs_f64();
-    println!("{n} short jobs through Pi {} (fake provider on loopback)\n", pi.version);
+    println!(
+        "{n} short jobs through Pi {} (fake provider on loopback)\n",
+        pi.version
+    );
     println!("| how | wall time | jobs/s | speed-up vs separate | runner peak RSS |");
     println!("|---|---|---|---|---|");
     println!(

@@ -52,8 +52,14 @@ fn readme_usage_block_matches_help() {
     let readme_path = root().join("README.md");
     let readme = std::fs::read_to_string(&readme_path).expect("README.md");
     let (start, end) = ("<!-- help:start -->\n```text\n", "```\n<!-- help:end -->");
-    let i = readme.find(start).expect("README has the help:start marker") + start.len();
-    let j = readme[i..].find(end).expect("README has the help:end marker") + i;
+    let i = readme
+        .find(start)
+        .expect("README has the help:start marker")
+        + start.len();
+    let j = readme[i..]
+        .find(end)
+        .expect("README has the help:end marker")
+        + i;
     let block = format!("{}\n", help.trim_end());
     let updated = format!("{}{block}{}", &readme[..i], &readme[j..]);
     assert!(
