@@ -105,6 +105,10 @@ pub struct Plan {
     pub config: Config,
     pub timeout: Duration,
     pub verbose: u8,
+    /// `--thinking` for every job.
+    pub thinking: Option<String>,
+    /// `--task-complexity`, estimated per job when `--thinking` is not given.
+    pub complexity: Option<crate::complexity::Complexity>,
     pub workers: usize,
 }
 
@@ -253,7 +257,11 @@ async fn run_line(
 ) -> Done {
     let number = line.number;
     let finish = |id: Option<&Value>, report: Report| {
-        let label = id.map_or_else(|| format!("line {number}"), |id| format!("job {id}"));
+        let label = match id {
+            None => format!("line {number}"),
+            Some(Value::String(s)) => format!("job {s}"),
+            Some(other) => format!("job {other}"),
+        };
         let summary = match (&report.model, &report.error) {
             (Some(m), _) if report.exit == Exit::Success => format!(
                 "{label}: ok ({}/{}, {} ms, worker {worker})",
@@ -282,12 +290,21 @@ async fn run_line(
         Ok(p) => p,
         Err(e) => return finish(Some(&spec.id), Report::failed(Exit::Error, e.to_string())),
     };
+    let thinking = plan.thinking.clone().or_else(|| {
+        plan.complexity
+            .map(|c| crate::complexity_level(c, &spec.prompt, &prepared).to_string())
+    });
+    let label = match &spec.id {
+        Value::String(s) => format!("job {s}: "),
+        other => format!("job {other}: "),
+    };
     let job = Job {
         message: prepared.message,
         images: prepared.images,
         config: plan.config.clone(),
         verbose: plan.verbose,
-        label: format!("job {}: ", spec.id),
+        label,
+        thinking,
     };
     let mut quiet = StatusLine::disabled();
     // A Pi that dies mid-job is restarted and the job retried once, on the same terms.

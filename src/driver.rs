@@ -34,6 +34,8 @@ pub struct Job {
     pub verbose: u8,
     /// Prefix for progress lines (`job 7: `) in batch mode.
     pub label: String,
+    /// Thinking level for this job (`--thinking`, or from `--task-complexity`).
+    pub thinking: Option<String>,
 }
 
 /// What happened, for the exit code, stdout and `--json`.
@@ -120,6 +122,7 @@ impl Session {
         let options = Options {
             fresh_session: self.jobs > 0,
             start_model: self.start_model.clone(),
+            thinking: job.thinking.clone(),
         };
         self.jobs += 1;
         let mut machine = Machine::with_options(

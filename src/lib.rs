@@ -98,6 +98,8 @@ fn fallible(inv: &cli::Invocation) -> Result<Exit, String> {
                 config,
                 timeout,
                 verbose: inv.verbose,
+                thinking: inv.thinking.clone(),
+                complexity: inv.task_complexity.as_deref().and_then(|c| c.parse().ok()),
                 workers: inv.jobs.unwrap_or_else(|| {
                     std::thread::available_parallelism().map_or(2, std::num::NonZero::get)
                 }),
@@ -107,10 +109,13 @@ fn fallible(inv: &cli::Invocation) -> Result<Exit, String> {
         }
         mode => return Ok(runtime.block_on(manage::run(mode, &settings, &inv.pi_args, inv.json))),
     }
+    let thinking = thinking_for(inv, &prepared);
     let mut pi_args = inv.pi_args.clone();
-    if let Some(level) = thinking_for(inv, &prepared) {
+    if inv.thinking.is_none()
+        && let Some(level) = &thinking
+    {
         pi_args.push("--thinking".to_string());
-        pi_args.push(level.to_string());
+        pi_args.push(level.clone());
     }
     let job = driver::Job {
         message: prepared.message,
@@ -118,6 +123,7 @@ fn fallible(inv: &cli::Invocation) -> Result<Exit, String> {
         config,
         verbose: inv.verbose,
         label: String::new(),
+        thinking,
     };
     let mut backend = backend_for(&settings);
     let report = runtime.block_on(driver::run(
@@ -175,20 +181,28 @@ fn read_batch_input(file: &str) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|_| format!("the batch file {file} is not UTF-8 text"))
 }
 
-/// `--thinking` wins (it is already among the forwarded flags); else `--task-complexity`
-/// picks a level; else Pi's default stays.
-fn thinking_for(inv: &cli::Invocation, prepared: &attach::Prepared) -> Option<&'static str> {
-    if inv.thinking.is_some() {
-        return None;
+/// `--thinking` wins; else `--task-complexity` picks a level; else Pi's default stays.
+fn thinking_for(inv: &cli::Invocation, prepared: &attach::Prepared) -> Option<String> {
+    if let Some(level) = &inv.thinking {
+        return Some(level.clone());
     }
     let complexity = inv.task_complexity.as_deref()?.parse().ok()?;
+    Some(complexity_level(complexity, &inv.prompt, prepared).to_string())
+}
+
+/// The level `--task-complexity` gives for one prompt and its attachments.
+pub fn complexity_level(
+    complexity: complexity::Complexity,
+    prompt: &str,
+    prepared: &attach::Prepared,
+) -> &'static str {
     let signals = complexity::Signals {
-        prompt: &inv.prompt,
+        prompt,
         input_chars: prepared.message.chars().count(),
         files: prepared.text_files,
         images: prepared.images.len(),
     };
-    Some(complexity::thinking_level(complexity, &signals))
+    complexity::thinking_level(complexity, &signals)
 }
 
 fn init_tracing(verbose: u8) {

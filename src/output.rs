@@ -37,9 +37,12 @@ pub fn progress_line(text: &str) {
     let _ = writeln!(io::stderr().lock(), "[ccswitch] {}", redact_keep_len(text));
 }
 
-/// Redaction without the storage length cap: diagnostics may be long, secrets may not.
+/// Redaction with a generous cap: diagnostics may be long, secrets may not appear at all.
 fn redact_keep_len(text: &str) -> String {
-    text.lines().map(redact).collect::<Vec<_>>().join("\n")
+    text.lines()
+        .map(|l| crate::redact::redact_capped(l, 4000))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// A one-line live status on stderr, redrawn in place; silent unless stderr is a terminal.

@@ -307,3 +307,47 @@ fn sigterm_mid_batch_exits_143_and_printed_results_stay_valid_jsonl() {
     }
     env.assert_no_orphans();
 }
+
+#[test]
+fn task_complexity_is_estimated_per_job() {
+    let env = TestEnv::new(
+        PI_MIN,
+        &[ProviderSpec::new(
+            "r",
+            "a",
+            vec![ModelSpec::text("thinker").reasoning()],
+        )],
+    );
+    let input = "{\"id\":1,\"prompt\":\"Say hi\"}\n{\"id\":2,\"prompt\":\"Summarise the notes\"}\n{\"id\":3,\"prompt\":\"Compare the two proposals across sources\"}\n{\"id\":4,\"prompt\":\"Say bye\"}\n";
+    let out = env.run_stdin(
+        [
+            "--batch",
+            "-",
+            "--jobs",
+            "1",
+            "--no-tools",
+            "--task-complexity",
+            "auto",
+        ],
+        input.as_bytes(),
+    );
+    out.assert_success();
+    let effort = |text: &str| {
+        env.llm
+            .requests()
+            .into_iter()
+            .find(|r| r.last_user_text() == Some(text))
+            .and_then(|r| r.reasoning_effort)
+    };
+    assert_eq!(effort("Say hi").as_deref(), Some("low"), "{}", out.dump());
+    assert_eq!(effort("Summarise the notes").as_deref(), Some("medium"));
+    assert_eq!(
+        effort("Compare the two proposals across sources").as_deref(),
+        Some("high")
+    );
+    assert_eq!(
+        effort("Say bye").as_deref(),
+        Some("low"),
+        "a later job is not stuck at high"
+    );
+}

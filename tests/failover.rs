@@ -39,6 +39,8 @@ both_versions!(
     context_overflow_picks_a_larger_window,
     failure_after_a_tool_ran_continues_without_rerunning_it,
     all_candidates_failing_is_exit_1,
+    models_scope_limits_the_candidates,
+    thinking_level_survives_a_switch,
 );
 
 const PROMPT: &str = "Summarise the plan.";
@@ -356,4 +358,75 @@ fn all_candidates_failing_is_exit_1(v: &str) {
     // Provider-wide: one request per provider, no sibling tried.
     assert_eq!(env.llm.requests().len(), 2, "{}", out.dump());
     env.assert_no_orphans();
+}
+
+/// `--models` keeps failover inside the scope: the sibling in scope is chosen, and the
+/// better-ranked model outside it is never asked.
+fn models_scope_limits_the_candidates(v: &str) {
+    let env = env_with(v, &standard());
+    env.llm.script("a", "m-main", vec![Behaviour::Status404]);
+    let out = env.run([
+        "--no-tools",
+        "--provider",
+        "fake-a",
+        "--model",
+        "m-main",
+        "--models",
+        "fake-a/*",
+        PROMPT,
+    ]);
+    out.assert_success()
+        .assert_stderr_contains("switch fake-a/m-main → fake-a/m-sib (model)");
+    assert!(
+        env.llm.requests_to("b", "m-main").is_empty(),
+        "{}",
+        out.dump()
+    );
+    assert!(env.llm.requests_to("b", "other").is_empty());
+    assert_original_conversation(&env.llm.requests_to("a", "m-sib")[0]);
+    // With a provider-wide failure nothing in scope is left: exit 1, still nothing outside.
+    let env = env_with(v, &standard());
+    env.llm.script("a", "m-main", vec![Behaviour::Status402]);
+    let out = env.run([
+        "--no-tools",
+        "--provider",
+        "fake-a",
+        "--model",
+        "m-main",
+        "--models",
+        "fake-a/*",
+        PROMPT,
+    ]);
+    out.assert_code(1);
+    assert_eq!(env.llm.requests().len(), 1, "{}", out.dump());
+}
+
+/// Pi clamps the thinking level to each model and keeps the clamped level after a switch; the
+/// runner sets it again, so a reasoning fallback still reasons at the level asked for.
+fn thinking_level_survives_a_switch(v: &str) {
+    let providers = vec![
+        ProviderSpec::new("fake-a", "a", vec![ModelSpec::text("plain")]),
+        ProviderSpec::new("fake-b", "b", vec![ModelSpec::text("thinker").reasoning()]),
+    ];
+    let env = env_with(v, &providers);
+    env.llm.script("a", "plain", vec![Behaviour::Status402]);
+    let out = env.run([
+        "--no-tools",
+        "--provider",
+        "fake-a",
+        "--model",
+        "plain",
+        "--thinking",
+        "high",
+        PROMPT,
+    ]);
+    out.assert_success();
+    let fb = env.llm.requests_to("b", "thinker");
+    assert_eq!(fb.len(), 1, "{}", out.dump());
+    assert_eq!(
+        fb[0].reasoning_effort.as_deref(),
+        Some("high"),
+        "{}",
+        out.dump()
+    );
 }

@@ -50,6 +50,9 @@ pub struct Options {
     pub fresh_session: bool,
     /// `provider/id` to start from when Pi's current model differs (a previous job switched).
     pub start_model: Option<String>,
+    /// Thinking level to (re)apply: Pi clamps the level to each model and does not restore it
+    /// after `set_model`, so it is sent again after every switch.
+    pub thinking: Option<String>,
 }
 
 /// Why a run ended.
@@ -116,6 +119,7 @@ enum Tag {
     ForkMessages,
     Fork,
     SetModel(ModelInfo),
+    Thinking,
     NewSession,
     Other,
 }
@@ -174,6 +178,8 @@ pub struct Machine {
     pi_model: Option<ModelInfo>,
     /// The start model differs from Pi's current one: the first dispatch must set it.
     pending_set: bool,
+    thinking: Option<String>,
+    thinking_sent: bool,
     health: Health,
     prompt: String,
     images: Vec<ImageContent>,
@@ -231,6 +237,8 @@ impl Machine {
     ) -> Machine {
         let mut m = Machine {
             start_model: options.start_model,
+            thinking: options.thinking,
+            thinking_sent: false,
             pi_model: None,
             pending_set: false,
             cfg,
@@ -528,10 +536,7 @@ impl Machine {
             }
             Tag::Prompt => {
                 if !r.success {
-                    return self.finish(Outcome::Fatal(format!(
-                        "Pi rejected the prompt: {}",
-                        r.error.unwrap_or_default()
-                    )));
+                    return self.on_prompt_rejected(now, &r.error.unwrap_or_default());
                 }
                 if r.data
                     .as_ref()
@@ -637,7 +642,34 @@ impl Machine {
                 self.send(Command::GetState, Tag::GetState);
                 self.send(Command::GetAvailableModels, Tag::Models);
             }
+            // A level the model cannot take is Pi's to clamp; the run goes on either way.
+            Tag::Thinking => self.run_queue(),
             Tag::Abort | Tag::AbortRetry | Tag::Other => {}
+        }
+    }
+
+    /// Pi refused the prompt before sending anything. A missing or bad key for the current
+    /// model is an auth failure worth failing over; anything else is a setup problem.
+    fn on_prompt_rejected(&mut self, now: Now, error: &str) {
+        let error = format!("Pi rejected the prompt: {error}");
+        let verdict = classify(&Observation {
+            error_message: &error,
+            stop_reason: "error",
+            watchdog: false,
+            user_abort: false,
+        });
+        match self.current.clone() {
+            Some(current) if verdict.class == FailureClass::Auth && !self.interrupted => {
+                let plan = self.judge(now, &current, verdict, &error);
+                // Nothing reached the session, so there is nothing to fork away from.
+                let mode = if self.tools_ran {
+                    Redispatch::Continue
+                } else {
+                    Redispatch::Initial
+                };
+                self.execute_with(now, plan, mode);
+            }
+            _ => self.finish(Outcome::Fatal(error)),
         }
     }
 
@@ -671,14 +703,11 @@ impl Machine {
             _ => current,
         };
         self.current = Some(current.clone());
-        let in_pool = self.pool.iter().any(|m| m.key() == current.key());
         let needs_images = !self.images.is_empty();
-        let why_not = if !in_pool {
-            Some(if self.cfg.models_scope.is_some() {
-                "outside --models".to_string()
-            } else {
-                "not available (no credentials?)".to_string()
-            })
+        // A start model outside Pi's registry is the user's choice (Pi sends custom ids as
+        // they are); only Pi's placeholder for "no usable model at all" is replaced.
+        let why_not = if current.provider == "unknown" && current.id == "unknown" {
+            Some("not a usable model (no provider has credentials?)".to_string())
         } else if needs_images && !current.accepts_images() {
             Some("text-only and the request has images".to_string())
         } else {
@@ -878,6 +907,10 @@ impl Machine {
         } else {
             Redispatch::Fork
         };
+        self.execute_with(now, plan, mode);
+    }
+
+    fn execute_with(&mut self, now: Now, plan: Plan, mode: Redispatch) {
         match plan {
             Plan::RetrySame => {
                 let key = self
@@ -1091,11 +1124,20 @@ impl Machine {
         }
         let pending = std::mem::take(&mut self.pending_set);
         let next = next.or_else(|| if pending { self.current.clone() } else { None });
+        let switching = next.is_some();
         if let Some(model) = next {
             self.queue.push_back(Command::SetModel {
                 provider: model.provider.clone(),
                 model_id: model.id.clone(),
             });
+        }
+        if let Some(level) = &self.thinking
+            && (switching || !self.thinking_sent)
+        {
+            self.queue.push_back(Command::SetThinkingLevel {
+                level: level.clone(),
+            });
+            self.thinking_sent = true;
         }
         let message = if mode == Redispatch::Continue {
             CONTINUATION_PROMPT.to_string()
@@ -1139,6 +1181,7 @@ impl Machine {
                     }),
             ),
             Command::Prompt { .. } => Tag::Prompt,
+            Command::SetThinkingLevel { .. } => Tag::Thinking,
             _ => Tag::Other,
         };
         self.send(cmd, tag);

@@ -187,6 +187,9 @@ impl H {
                     )
                 }
                 Command::SetModel { .. } => self.respond(&id, "set_model", true, json!({})),
+                Command::SetThinkingLevel { .. } => {
+                    self.respond(&id, "set_thinking_level", true, Value::Null)
+                }
                 Command::Prompt { .. } => {
                     self.respond(&id, "prompt", true, Value::Null);
                     return cmd;
@@ -755,6 +758,7 @@ fn a_reused_pi_gets_a_fresh_session_and_the_start_model_back() {
     let opts = Options {
         fresh_session: true,
         start_model: Some("a/m1".into()),
+        thinking: None,
     };
     let m = Machine::with_options(cfg(), Health::default(), "Summarise.".into(), vec![], opts);
     let mut h = H {
@@ -795,4 +799,91 @@ fn a_reused_pi_gets_a_fresh_session_and_the_start_model_back() {
     h.complete_redispatch(sent);
     h.answer("ok");
     assert_eq!(answered_by(&h), "a/m1 ok");
+}
+
+#[test]
+fn a_prompt_rejected_for_a_missing_key_fails_over_without_forking() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    let (id, _) = sent.last().expect("prompt").clone();
+    let r: Response = serde_json::from_value(json!({
+        "type": "response", "id": id, "command": "prompt", "success": false,
+        "error": "No API key found for the selected model."
+    }))
+    .unwrap();
+    h.m.handle_incoming(h.now(), Incoming::Response(r));
+    let sent = h.sent();
+    let names: Vec<_> = sent.iter().map(|(_, c)| c.name()).collect();
+    assert_eq!(
+        names,
+        ["set_model"],
+        "nothing to fork: the prompt never entered the session"
+    );
+    h.complete_redispatch(sent);
+    h.answer("ok");
+    assert_eq!(answered_by(&h), "b/m1 ok");
+}
+
+#[test]
+fn a_prompt_rejected_for_another_reason_is_fatal() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    let (id, _) = sent.last().expect("prompt").clone();
+    h.respond(&id, "prompt", false, Value::Null);
+    assert!(matches!(h.outcome(), Outcome::Fatal(e) if e.starts_with("Pi rejected the prompt")));
+}
+
+#[test]
+fn a_custom_start_model_outside_the_registry_is_used_as_given() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "custom-id", false, 128_000), pool());
+    assert_eq!(sent.len(), 1);
+    h.ok_prompt(&sent);
+    h.answer("ok");
+    assert_eq!(answered_by(&h), "a/custom-id ok");
+}
+
+#[test]
+fn the_thinking_level_is_sent_again_after_every_switch() {
+    let opts = Options {
+        thinking: Some("high".into()),
+        ..Options::default()
+    };
+    let m = Machine::with_options(cfg(), Health::default(), "Summarise.".into(), vec![], opts);
+    let mut h = H {
+        m,
+        base: crate::clock::now().instant,
+        t: 0,
+        log: Vec::new(),
+        cursor: 0,
+    };
+    h.drain();
+    h.cursor = h.log.len();
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    let (id, cmd) = sent[0].clone();
+    assert_eq!(
+        cmd,
+        Command::SetThinkingLevel {
+            level: "high".into()
+        }
+    );
+    h.respond(&id, "set_thinking_level", true, Value::Null);
+    let sent = h.sent();
+    h.ok_prompt(&sent);
+    h.fail_settled(Q402);
+    let sent = h.sent();
+    h.complete_redispatch(sent);
+    h.answer("ok");
+    assert_eq!(
+        h.commands()[2..],
+        [
+            "set_thinking_level",
+            "prompt",
+            "get_fork_messages",
+            "fork",
+            "set_model b/m1",
+            "set_thinking_level",
+            "prompt"
+        ]
+    );
 }

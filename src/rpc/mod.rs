@@ -47,6 +47,9 @@ pub enum Command {
         #[serde(rename = "modelId")]
         model_id: String,
     },
+    SetThinkingLevel {
+        level: String,
+    },
     GetForkMessages,
     Fork {
         #[serde(rename = "entryId")]
@@ -69,6 +72,7 @@ impl Command {
             Command::Abort => "abort",
             Command::AbortRetry => "abort_retry",
             Command::SetModel { .. } => "set_model",
+            Command::SetThinkingLevel { .. } => "set_thinking_level",
             Command::GetForkMessages => "get_fork_messages",
             Command::Fork { .. } => "fork",
             Command::NewSession => "new_session",
