@@ -44,17 +44,7 @@ pub async fn list_models(
                             r.error.unwrap_or_default()
                         ));
                     }
-                    let models = r
-                        .data
-                        .as_ref()
-                        .and_then(|d| d.get("models"))
-                        .and_then(Value::as_array)
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|m| serde_json::from_value::<ModelInfo>(m.clone()).ok())
-                                .collect()
-                        })
-                        .unwrap_or_default();
+                    let models = r.models();
                     return Ok(models);
                 }
                 Ok(Some(_)) => {}

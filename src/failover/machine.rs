@@ -511,17 +511,7 @@ impl Machine {
                         r.error.unwrap_or_default()
                     )));
                 }
-                let models = r
-                    .data
-                    .as_ref()
-                    .and_then(|d| d.get("models"))
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|m| serde_json::from_value::<ModelInfo>(m.clone()).ok())
-                            .collect::<Vec<_>>()
-                    })
-                    .unwrap_or_default();
+                let models = r.models();
                 let mut seen = BTreeSet::new();
                 let unique: Vec<ModelInfo> = models
                     .into_iter()
@@ -611,13 +601,7 @@ impl Machine {
                 }
             }
             Tag::Fork => {
-                let cancelled = r
-                    .data
-                    .as_ref()
-                    .and_then(|d| d.get("cancelled"))
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                if r.success && !cancelled {
+                if r.success && !r.cancelled() {
                     self.run_queue();
                 } else {
                     self.finish(Outcome::Fatal(format!(
@@ -627,13 +611,7 @@ impl Machine {
                 }
             }
             Tag::NewSession => {
-                let cancelled = r
-                    .data
-                    .as_ref()
-                    .and_then(|d| d.get("cancelled"))
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                if !r.success || cancelled {
+                if !r.success || r.cancelled() {
                     return self.finish(Outcome::Fatal(format!(
                         "Pi could not start a fresh session: {}",
                         r.error.unwrap_or_else(|| "cancelled".to_string())

@@ -105,6 +105,31 @@ pub struct Response {
     pub error: Option<String>,
 }
 
+impl Response {
+    /// The model list of a `get_available_models` answer; entries that do not parse are skipped.
+    pub fn models(&self) -> Vec<crate::catalog::ModelInfo> {
+        self.data
+            .as_ref()
+            .and_then(|d| d.get("models"))
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|m| serde_json::from_value(m.clone()).ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// `data.cancelled` of `fork` / `new_session` answers.
+    pub fn cancelled(&self) -> bool {
+        self.data
+            .as_ref()
+            .and_then(|d| d.get("cancelled"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
+}
+
 /// A message inside `message_start` / `message_end` / `turn_end`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
