@@ -402,3 +402,36 @@ fn live_status_only_on_a_terminal() {
         out.dump()
     );
 }
+
+/// Real Pi under the system's Node: this machine kind ships Node 20, on which Pi crashes at
+/// start-up; the runner must say that Pi needs Node >= 22.19 (exit 2). Where the system Node
+/// is new enough, the same run must simply work.
+#[test]
+fn real_pi_under_the_system_node() {
+    let env = TestEnv::new(PI_MIN, &providers());
+    let system_node = std::process::Command::new("/usr/bin/env")
+        .args(["PATH=/usr/local/bin:/usr/bin:/bin", "node", "--version"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let mut cmd = env.cmd(args(&["hi"]));
+    cmd.env("PATH", "/usr/local/bin:/usr/bin:/bin");
+    let out = run_command(cmd, None, RUN_TIMEOUT);
+    let parse = |v: &str| -> Option<(u64, u64)> {
+        let mut it = v
+            .trim_start_matches('v')
+            .split('.')
+            .map(|p| p.parse::<u64>().ok());
+        Some((it.next()??, it.next()??))
+    };
+    match parse(&system_node) {
+        Some(v) if v >= (22, 19) => {
+            out.assert_success();
+        }
+        _ => {
+            out.assert_code(2)
+                .assert_stderr_contains("Pi needs Node.js >= 22.19");
+            assert!(out.stdout.is_empty());
+        }
+    }
+}
