@@ -41,6 +41,7 @@ both_versions!(
     all_candidates_failing_is_exit_1,
     models_scope_limits_the_candidates,
     thinking_level_survives_a_switch,
+    round_window_ends_failover,
 );
 
 const PROMPT: &str = "Summarise the plan.";
@@ -426,6 +427,22 @@ fn thinking_level_survives_a_switch(v: &str) {
     assert_eq!(
         fb[0].reasoning_effort.as_deref(),
         Some("high"),
+        "{}",
+        out.dump()
+    );
+}
+
+/// `CCSWITCH_ROUND_LIMIT_MS`: once the round window has passed, the next failure ends the run.
+fn round_window_ends_failover(v: &str) {
+    let mut env = env_with(v, &standard());
+    env.env("CCSWITCH_ROUND_LIMIT_MS", "1");
+    env.llm.script("a", "m-main", vec![Behaviour::Status402]);
+    let out = run_from(&env, "fake-a", "m-main");
+    out.assert_code(1)
+        .assert_stderr_contains("round window of 1 ms ran out");
+    assert!(out.stdout.is_empty());
+    assert!(
+        env.llm.requests_to("b", "m-main").is_empty(),
         "{}",
         out.dump()
     );
