@@ -132,6 +132,7 @@ impl Session {
             job.images.clone(),
             options,
         );
+        machine.handle_start(start);
         // Some(None) = the deadline, Some(Some(sig)) = a signal.
         let mut interrupted: Option<Option<Interrupt>> = None;
         let mut interrupted_at: Option<Instant> = None;

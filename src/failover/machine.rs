@@ -30,6 +30,8 @@ above. Then give the final answer.";
 
 /// How long Pi may take to settle after `abort` before the run is declared wedged.
 const ABORT_GRACE: Duration = Duration::from_secs(10);
+/// How long Pi may take to answer a command (start-up included, normally ~0.5 s).
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Tunables, from settings.
 #[derive(Debug, Clone)]
@@ -124,6 +126,13 @@ enum Tag {
     Other,
 }
 
+impl Tag {
+    /// The run cannot go on without this command's answer.
+    fn awaited(&self) -> bool {
+        !matches!(self, Tag::Abort | Tag::AbortRetry | Tag::Other)
+    }
+}
+
 /// How the request reaches the next model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Redispatch {
@@ -180,6 +189,11 @@ pub struct Machine {
     pending_set: bool,
     thinking: Option<String>,
     thinking_sent: bool,
+    /// Latest time seen, so commands sent from inside a handler get a response deadline.
+    last_now: Option<Instant>,
+    /// Commands whose answer the run waits for, and when that wait becomes a failure.
+    waiting: usize,
+    response_deadline: Option<Instant>,
     health: Health,
     prompt: String,
     images: Vec<ImageContent>,
@@ -239,6 +253,9 @@ impl Machine {
             start_model: options.start_model,
             thinking: options.thinking,
             thinking_sent: false,
+            last_now: None,
+            waiting: 0,
+            response_deadline: None,
             pi_model: None,
             pending_set: false,
             cfg,
@@ -304,10 +321,10 @@ impl Machine {
             Watch::FirstResponse(t) | Watch::Stall(t) => Some(t),
         };
         let abort = self.aborting.map(|t| t + ABORT_GRACE);
-        match (watch, abort) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [watch, abort, self.response_deadline]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     pub fn outcome(&self) -> Option<&Outcome> {
@@ -348,6 +365,7 @@ impl Machine {
     }
 
     pub fn handle_incoming(&mut self, now: Now, msg: Incoming) {
+        self.last_now = Some(now.instant);
         if self.phase == Phase::Done {
             return;
         }
@@ -401,7 +419,23 @@ impl Machine {
         }
     }
 
+    /// Call once, right after creating the machine: starts the clock on Pi's first answer.
+    pub fn handle_start(&mut self, now: Now) {
+        self.last_now = Some(now.instant);
+        if self.waiting > 0 {
+            self.response_deadline = Some(now.instant + RESPONSE_TIMEOUT);
+        }
+    }
+
     pub fn handle_timeout(&mut self, now: Now) {
+        self.last_now = Some(now.instant);
+        if self.response_deadline.is_some_and(|t| now.instant >= t) {
+            self.finish(Outcome::Fatal(format!(
+                "Pi did not answer a command within {} s (is it wedged?)",
+                RESPONSE_TIMEOUT.as_secs()
+            )));
+            return;
+        }
         if let Some(since) = self.aborting
             && now.instant >= since + ABORT_GRACE
         {
@@ -481,7 +515,14 @@ impl Machine {
     // ----- responses ------------------------------------------------------------------------
 
     fn on_response(&mut self, now: Now, r: Response) {
-        let Some(tag) = self.pending.resolve(&r) else {
+        let tag = self.pending.resolve(&r);
+        if tag.as_ref().is_some_and(Tag::awaited) {
+            self.waiting = self.waiting.saturating_sub(1);
+            if self.waiting == 0 {
+                self.response_deadline = None;
+            }
+        }
+        let Some(tag) = tag else {
             if r.command == "parse" && !r.success {
                 self.finish(Outcome::Fatal(format!(
                     "Pi could not parse a command: {}",
@@ -1196,6 +1237,12 @@ impl Machine {
     }
 
     fn send(&mut self, command: Command, tag: Tag) {
+        if tag.awaited() {
+            self.waiting += 1;
+            if self.response_deadline.is_none() {
+                self.response_deadline = self.last_now.map(|t| t + RESPONSE_TIMEOUT);
+            }
+        }
         let id = self.pending.register(tag);
         self.actions.push_back(Action::Send { id, command });
     }

@@ -887,3 +887,37 @@ fn the_thinking_level_is_sent_again_after_every_switch() {
         ]
     );
 }
+
+#[test]
+fn a_pi_that_never_answers_is_a_clear_error_not_a_hang() {
+    let mut h = H::new(Health::default(), vec![]);
+    h.m.handle_start(h.now());
+    assert_eq!(
+        h.m.poll_deadline(),
+        Some(h.now().instant + RESPONSE_TIMEOUT)
+    );
+    h.advance(59_999);
+    h.m.handle_timeout(h.now());
+    assert!(h.m.outcome().is_none());
+    h.advance(1);
+    h.m.handle_timeout(h.now());
+    assert!(matches!(h.outcome(), Outcome::Fatal(e) if e.contains("did not answer")));
+}
+
+#[test]
+fn the_response_deadline_clears_once_everything_is_answered() {
+    let mut h = H::new(Health::default(), vec![]);
+    h.m.handle_start(h.now());
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    assert!(
+        h.m.poll_deadline().is_some(),
+        "the prompt's answer is awaited"
+    );
+    h.ok_prompt(&sent);
+    h.event(json!({"type": "agent_start"}));
+    assert_eq!(
+        h.m.poll_deadline(),
+        Some(h.now().instant + Duration::from_millis(1000)),
+        "only the first-response watchdog remains"
+    );
+}
