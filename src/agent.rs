@@ -20,6 +20,21 @@ use crate::rpc::{Command, Incoming};
 /// Flags every run passes: RPC mode, no session file, no extension discovery.
 pub const BASE_ARGS: [&str; 4] = ["--mode", "rpc", "--no-session", "--no-extensions"];
 
+/// Process groups of every live Pi, so a second Ctrl-C can stop them before exiting at once.
+static LIVE_GROUPS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// SIGKILLs every live Pi process group (the second-Ctrl-C hard exit).
+pub fn kill_all_groups() {
+    if let Ok(groups) = LIVE_GROUPS.lock() {
+        for pgid in groups.iter() {
+            // SAFETY: killpg only sends a signal.
+            unsafe {
+                libc::killpg(*pgid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
 /// Pi's stderr kept for diagnostics (the tail is what matters).
 const STDERR_KEEP: usize = 64 * 1024;
 
@@ -74,6 +89,9 @@ impl Agent {
             _ => SpawnError::Other(program.clone(), e),
         })?;
         let pgid = child.id().and_then(|p| i32::try_from(p).ok());
+        if let (Some(g), Ok(mut groups)) = (pgid, LIVE_GROUPS.lock()) {
+            groups.push(g);
+        }
         let stdin = child.stdin.take();
         let stdout = child
             .stdout
@@ -175,6 +193,9 @@ impl Drop for Agent {
     fn drop(&mut self) {
         // Backstop for early returns and panics: no orphaned Pi, ever.
         self.kill_group(libc::SIGKILL);
+        if let (Some(g), Ok(mut groups)) = (self.pgid, LIVE_GROUPS.lock()) {
+            groups.retain(|x| *x != g);
+        }
     }
 }
 

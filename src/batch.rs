@@ -93,8 +93,8 @@ impl Backend for SharedBackend {
     fn commit(&mut self, deltas: &[Delta], now_ms: u64) -> Option<Health> {
         self.0.borrow_mut().commit(deltas, now_ms)
     }
-    fn claim_probe(&mut self, provider: &str, now_ms: u64) -> bool {
-        self.0.borrow_mut().claim_probe(provider, now_ms)
+    fn claim_probe(&mut self, target: &str, now_ms: u64) -> bool {
+        self.0.borrow_mut().claim_probe(target, now_ms)
     }
 }
 

@@ -123,6 +123,7 @@ impl Session {
             fresh_session: self.jobs > 0,
             start_model: self.start_model.clone(),
             thinking: job.thinking.clone(),
+            id_prefix: format!("r{}-", self.jobs),
         };
         self.jobs += 1;
         let mut machine = Machine::with_options(
@@ -158,9 +159,9 @@ impl Session {
                             machine.handle_health(merged);
                         }
                     }
-                    Action::ClaimProbe { provider } => {
+                    Action::ClaimProbe { target } => {
                         let now = clock::now();
-                        let granted = backend.claim_probe(&provider, now.wall_ms);
+                        let granted = backend.claim_probe(&target, now.wall_ms);
                         machine.handle_probe_result(now, granted);
                     }
                     Action::Progress { line, verbose_only } => {

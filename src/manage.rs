@@ -116,8 +116,13 @@ pub fn statuses(models: &[ModelInfo], health: &Health, now_ms: u64) -> Vec<Model
                 Some(Block::Disabled) => ("disabled", None),
                 Some(Block::Cooling(scope)) => ("cooling", Some(scope.as_str())),
                 Some(Block::Leased) => ("probing", Some("provider")),
-                None if health.needs_probe(&m, now_ms).is_some() => ("half-open", Some("provider")),
-                None => ("healthy", None),
+                None => match health.needs_probe(&m, now_ms, &[]) {
+                    Some(target) => (
+                        "half-open",
+                        Some(crate::health::split_target(&target).0.as_str()),
+                    ),
+                    None => ("healthy", None),
+                },
             };
             // The most recent failure among the three records explains the state best.
             let last = recs

@@ -40,7 +40,7 @@ pub fn progress_line(text: &str) {
 /// Redaction with a generous cap: diagnostics may be long, secrets may not appear at all.
 fn redact_keep_len(text: &str) -> String {
     text.lines()
-        .map(|l| crate::redact::redact_capped(l, 4000))
+        .map(|l| crate::redact::redact_capped(l, 1000))
         .collect::<Vec<_>>()
         .join("\n")
 }

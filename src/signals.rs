@@ -1,6 +1,6 @@
 //! SIGINT/SIGTERM/SIGHUP handling, installed once. Signals become [`Interrupt`] values on a
 //! channel; the driver stops Pi and exits with 130/143. A second SIGINT while stopping exits at
-//! once (Pi then sees its stdin close and exits by itself).
+//! once, after SIGKILLing every Pi process group.
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -40,6 +40,7 @@ pub fn install() -> std::io::Result<watch::Receiver<Option<Interrupt>>> {
                     Interrupt::Term
                 };
                 if seen > 1 && interrupt == Interrupt::Int {
+                    crate::agent::kill_all_groups();
                     std::process::exit(i32::from(Exit::Interrupted.code()));
                 }
                 if tx.borrow().is_none() {

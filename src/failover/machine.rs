@@ -55,6 +55,8 @@ pub struct Options {
     /// Thinking level to (re)apply: Pi clamps the level to each model and does not restore it
     /// after `set_model`, so it is sent again after every switch.
     pub thinking: Option<String>,
+    /// Prefix of this run's command ids (unique per run on a shared Pi).
+    pub id_prefix: String,
 }
 
 /// Why a run ended.
@@ -96,9 +98,10 @@ pub enum Action {
         id: String,
         command: Command,
     },
-    /// Claim the half-open probe lease of a provider, then call `handle_probe_result`.
+    /// Claim the half-open probe lease of a breaker (a `health::probe_target`), then call
+    /// `handle_probe_result`.
     ClaimProbe {
-        provider: String,
+        target: String,
     },
     /// Persist this health change.
     Record(Delta),
@@ -129,7 +132,12 @@ enum Tag {
 impl Tag {
     /// The run cannot go on without this command's answer.
     fn awaited(&self) -> bool {
-        !matches!(self, Tag::Abort | Tag::AbortRetry | Tag::Other)
+        // A prompt's answer can wait for Pi to compact a long context first; the run's
+        // deadline covers it.
+        !matches!(
+            self,
+            Tag::Abort | Tag::AbortRetry | Tag::Other | Tag::Prompt
+        )
     }
 }
 
@@ -148,11 +156,12 @@ enum Redispatch {
 enum Phase {
     /// Waiting for `get_state` and `get_available_models`.
     Starting,
-    /// Waiting for a probe-lease answer for `model`.
+    /// Waiting for the answer to a probe-lease claim on `target` before using `model`.
     Claiming {
         model: ModelInfo,
         mode: Redispatch,
         reason: String,
+        target: String,
     },
     /// Commands of a re-dispatch in flight.
     Dispatching,
@@ -189,6 +198,11 @@ pub struct Machine {
     pending_set: bool,
     thinking: Option<String>,
     thinking_sent: bool,
+    /// A switch waiting for Pi to accept the new model.
+    pending_switch: Option<SwitchEntry>,
+    /// (model, class) failures already recorded this round: Pi's own retries of the same
+    /// failure must not double the cooldown again and again within one run.
+    recorded: BTreeSet<(String, FailureClass)>,
     /// Latest time seen, so commands sent from inside a handler get a response deadline.
     last_now: Option<Instant>,
     /// Commands whose answer the run waits for, and when that wait becomes a failure.
@@ -253,6 +267,8 @@ impl Machine {
             start_model: options.start_model,
             thinking: options.thinking,
             thinking_sent: false,
+            pending_switch: None,
+            recorded: BTreeSet::new(),
             last_now: None,
             waiting: 0,
             response_deadline: None,
@@ -263,7 +279,7 @@ impl Machine {
             prompt,
             images,
             phase: Phase::Starting,
-            pending: Pending::new(),
+            pending: Pending::with_prefix(&options.id_prefix),
             actions: VecDeque::new(),
             queue: VecDeque::new(),
             pool: Vec::new(),
@@ -350,9 +366,10 @@ impl Machine {
 
     /// Models tried this round, in the order they failed.
     pub fn tried(&self) -> Vec<String> {
+        let mut seen = BTreeSet::new();
         self.attempts
             .iter()
-            .filter(|a| a.failure.is_some())
+            .filter(|a| a.failure.is_some() && seen.insert(a.model.clone()))
             .map(|a| a.model.clone())
             .collect()
     }
@@ -374,6 +391,11 @@ impl Machine {
             Incoming::AgentStart | Incoming::TurnStart
                 if self.tools_running == 0 && !self.interrupted && self.aborting.is_none() =>
             {
+                // abort_retry only cancels Pi's backoff sleep; a retry already under way runs
+                // on, and is watched like any attempt.
+                if self.phase == Phase::Settling {
+                    self.phase = Phase::Running;
+                }
                 self.watch = Watch::FirstResponse(now.instant + self.cfg.first_response);
             }
             Incoming::MessageStart { message } if message.role == "assistant" => {
@@ -397,6 +419,7 @@ impl Machine {
                 }
             }
             Incoming::CompactionStart {} => self.watch = Watch::Off,
+            Incoming::CompactionEnd {} => self.progress(now),
             Incoming::AutoRetryStart {
                 error_message,
                 delay_ms,
@@ -448,7 +471,7 @@ impl Machine {
             Watch::FirstResponse(t) | Watch::Stall(t) => now.instant >= t,
             Watch::Off => false,
         };
-        if !expired || self.phase != Phase::Running {
+        if !expired || !matches!(self.phase, Phase::Running | Phase::Settling) {
             return;
         }
         let which = match self.watch {
@@ -483,32 +506,48 @@ impl Machine {
             model,
             mode,
             reason,
+            target,
         } = self.phase.clone()
         else {
             return;
         };
         if granted {
-            self.own_leases.push(model.provider.clone());
-            if self
-                .current
-                .as_ref()
-                .is_some_and(|c| c.key() == model.key())
-            {
-                self.start_redispatch(mode, None);
-            } else {
-                self.switch_to(now, model, mode, &reason);
-            }
+            self.own_leases.push(target);
+            // Another of the model's breakers may be half-open too.
+            self.go_to(now, model, mode, &reason);
         } else {
             self.progress_line(
-                format!(
-                    "skip {}: another run is probing provider {}",
-                    model.key(),
-                    model.provider
-                ),
+                format!("skip {}: another run is probing it ({target})", model.key()),
                 true,
             );
             self.tried.insert(model.key());
             self.choose_and_switch(now, mode, &reason);
+        }
+    }
+
+    /// Uses `model` next: claims the probe lease first when one of its breakers is half-open
+    /// (only one process at a time may probe), then sets it (unless it is already current)
+    /// and dispatches.
+    fn go_to(&mut self, now: Now, model: ModelInfo, mode: Redispatch, reason: &str) {
+        if let Some(target) = self
+            .health
+            .needs_probe(&model, now.wall_ms, &self.own_leases)
+        {
+            self.phase = Phase::Claiming {
+                model,
+                mode,
+                reason: reason.to_string(),
+                target: target.clone(),
+            };
+            self.actions.push_back(Action::ClaimProbe { target });
+        } else if self
+            .current
+            .as_ref()
+            .is_some_and(|c| c.key() == model.key())
+        {
+            self.start_redispatch(mode, None);
+        } else {
+            self.switch_to(now, model, mode, reason);
         }
     }
 
@@ -592,9 +631,11 @@ impl Machine {
             }
             Tag::SetModel(model) => {
                 if r.success {
+                    self.switch_done(now, &model);
                     self.current = Some(model);
                     self.run_queue();
                 } else {
+                    self.pending_switch = None;
                     // Pi refused the model: a model-scope failure of that candidate.
                     let error = format!(
                         "Pi refused model selection: {}",
@@ -739,20 +780,8 @@ impl Machine {
                 })
         };
         match why_not {
-            None => {
-                if let Some(provider) = self.health.needs_probe(&current, now.wall_ms) {
-                    // The start model's cooldown expired: this run may only use it as the
-                    // single probe.
-                    self.phase = Phase::Claiming {
-                        model: current,
-                        mode: Redispatch::Initial,
-                        reason: "probe".to_string(),
-                    };
-                    self.actions.push_back(Action::ClaimProbe { provider });
-                } else {
-                    self.dispatch_prompt(now);
-                }
-            }
+            // A start model whose cooldown expired may only be used as the single probe.
+            None => self.go_to(now, current, Redispatch::Initial, "probe"),
             Some(why) => {
                 self.progress_line(format!("start: {} is {why}", current.key()), false);
                 self.tried.insert(current.key());
@@ -815,10 +844,14 @@ impl Machine {
                 }
             }
             plan => {
-                // Switch (or retry) now instead of sitting through Pi's backoff.
+                // Switch (or retry) now instead of sitting through Pi's backoff. The command
+                // goes out before the failure is persisted: Pi's backoff is short.
                 self.plan = Some(plan);
                 self.phase = Phase::Settling;
                 self.send(Command::AbortRetry, Tag::AbortRetry);
+                if let Some(send) = self.actions.pop_back() {
+                    self.actions.push_front(send);
+                }
             }
         }
     }
@@ -940,20 +973,7 @@ impl Machine {
                 self.progress_line(format!("retry {key} once (server error)"), false);
                 self.start_redispatch(mode, None);
             }
-            Plan::Switch(model, reason) => {
-                if let Some(provider) = self.health.needs_probe(&model, now.wall_ms)
-                    && !self.own_leases.contains(&provider)
-                {
-                    self.phase = Phase::Claiming {
-                        model,
-                        mode,
-                        reason,
-                    };
-                    self.actions.push_back(Action::ClaimProbe { provider });
-                } else {
-                    self.switch_to(now, model, mode, &reason);
-                }
-            }
+            Plan::Switch(model, reason) => self.go_to(now, model, mode, &reason),
             Plan::Exhaust(reason) if self.last_was_empty_answer() => {
                 let _ = reason;
                 self.finish(Outcome::EmptyAnswer);
@@ -1019,7 +1039,11 @@ impl Machine {
             error: Some(error.to_string()),
             duration_ms,
         });
-        self.last_error = Some(format!("{}: {error}", keys.model));
+        self.last_error = Some(format!(
+            "{}: {}",
+            keys.model,
+            crate::redact::redact_capped(error, 300)
+        ));
         match class {
             FailureClass::UserAbort => return,
             FailureClass::ContextOverflow => {
@@ -1042,6 +1066,9 @@ impl Machine {
                 }
             }
             _ => {}
+        }
+        if !self.recorded.insert((keys.model.clone(), class)) {
+            return;
         }
         let key = match scope {
             Scope::Provider => keys.provider,
@@ -1081,20 +1108,7 @@ impl Machine {
             return self.finish(Outcome::Fatal("no current model".to_string()));
         };
         match self.best_candidate(now, &current) {
-            Some(next) => {
-                if let Some(provider) = self.health.needs_probe(&next, now.wall_ms)
-                    && !self.own_leases.contains(&provider)
-                {
-                    self.phase = Phase::Claiming {
-                        model: next,
-                        mode,
-                        reason: reason.to_string(),
-                    };
-                    self.actions.push_back(Action::ClaimProbe { provider });
-                } else {
-                    self.switch_to(now, next, mode, reason);
-                }
-            }
+            Some(next) => self.go_to(now, next, mode, reason),
             None => {
                 let reason = if mode == Redispatch::Initial
                     && !self.images.is_empty()
@@ -1116,21 +1130,36 @@ impl Machine {
             .as_ref()
             .map(ModelInfo::key)
             .unwrap_or_else(|| "?".to_string());
-        self.progress_line(format!("switch {from} → {} ({reason})", next.key()), false);
-        self.switches += 1;
-        let delta = Delta::Switch(SwitchEntry {
+        // Counted, logged and announced once Pi has accepted the model (set_model may fail).
+        self.pending_switch = Some(SwitchEntry {
             at: now.wall_ms,
             from,
             to: next.key(),
             reason: reason.to_string(),
         });
+        self.start_redispatch(mode, Some(next));
+    }
+
+    /// Pi accepted `model`: if that completes a switch, record it.
+    fn switch_done(&mut self, now: Now, model: &ModelInfo) {
+        let Some(entry) = self.pending_switch.take() else {
+            return;
+        };
+        if entry.to != model.key() {
+            return;
+        }
+        self.progress_line(
+            format!("switch {} → {} ({})", entry.from, entry.to, entry.reason),
+            false,
+        );
+        self.switches += 1;
+        let delta = Delta::Switch(entry);
         self.health.apply(&delta, self.cfg.cooldown_scale);
         self.actions.push_back(Action::Record(delta));
         // The round window restarts at each successful switch.
         if self.round_start.is_some() {
             self.round_start = Some(now.instant);
         }
-        self.start_redispatch(mode, Some(next));
     }
 
     fn start_redispatch(&mut self, mode: Redispatch, next: Option<ModelInfo>) {
@@ -1142,7 +1171,15 @@ impl Machine {
             self.queue.push_back(Command::GetForkMessages);
         }
         let pending = std::mem::take(&mut self.pending_set);
-        let next = next.or_else(|| if pending { self.current.clone() } else { None });
+        // `fork` rebuilds the session from the branch, model and thinking level included, so
+        // after a fork the model is always set again (the current one for a same-model retry).
+        let next = next.or_else(|| {
+            if pending || mode == Redispatch::Fork {
+                self.current.clone()
+            } else {
+                None
+            }
+        });
         let switching = next.is_some();
         if let Some(model) = next {
             self.queue.push_back(Command::SetModel {
@@ -1170,10 +1207,6 @@ impl Machine {
         };
         self.queue.push_back(Command::Prompt { message, images });
         self.run_queue();
-    }
-
-    fn dispatch_prompt(&mut self, _now: Now) {
-        self.start_redispatch(Redispatch::Initial, None);
     }
 
     /// Sends the next queued command; each waits for its response before the next goes.

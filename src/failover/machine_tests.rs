@@ -85,17 +85,26 @@ impl H {
     }
 
     /// The commands sent since the last drain, with their ids.
+    /// Probe-lease claims found on the way are granted (tests of denial drain by hand).
     fn sent(&mut self) -> Vec<(String, Command)> {
-        self.drain();
-        let fresh = self.log[self.cursor..].to_vec();
-        self.cursor = self.log.len();
-        fresh
-            .into_iter()
-            .filter_map(|a| match a {
-                Action::Send { id, command } => Some((id, command)),
-                _ => None,
-            })
-            .collect()
+        let mut out = Vec::new();
+        loop {
+            self.drain();
+            let fresh = self.log[self.cursor..].to_vec();
+            self.cursor = self.log.len();
+            let mut claimed = false;
+            for a in fresh {
+                match a {
+                    Action::Send { id, command } => out.push((id, command)),
+                    Action::ClaimProbe { .. } => claimed = true,
+                    _ => {}
+                }
+            }
+            if !claimed {
+                return out;
+            }
+            self.m.handle_probe_result(self.now(), true);
+        }
     }
 
     fn respond(&mut self, id: &str, command: &str, success: bool, data: Value) {
@@ -372,6 +381,7 @@ fn one_off_5xx_is_retried_once_on_the_same_model_then_switches() {
             "prompt",
             "get_fork_messages",
             "fork",
+            "set_model a/m1",
             "prompt",
             "get_fork_messages",
             "fork",
@@ -710,7 +720,7 @@ fn half_open_candidate_needs_the_probe_lease() {
     h.fail_settled(Q402);
     let actions = h.drain();
     assert!(actions.contains(&Action::ClaimProbe {
-        provider: "b".into()
+        target: "provider:b".into()
     }));
     h.m.handle_probe_result(h.now(), false);
     let sent = h.sent();
@@ -759,6 +769,7 @@ fn a_reused_pi_gets_a_fresh_session_and_the_start_model_back() {
         fresh_session: true,
         start_model: Some("a/m1".into()),
         thinking: None,
+        id_prefix: String::new(),
     };
     let m = Machine::with_options(cfg(), Health::default(), "Summarise.".into(), vec![], opts);
     let mut h = H {
@@ -909,9 +920,10 @@ fn the_response_deadline_clears_once_everything_is_answered() {
     let mut h = H::new(Health::default(), vec![]);
     h.m.handle_start(h.now());
     let sent = h.start(model("a", "m1", false, 128_000), pool());
-    assert!(
-        h.m.poll_deadline().is_some(),
-        "the prompt's answer is awaited"
+    assert_eq!(
+        h.m.poll_deadline(),
+        None,
+        "a prompt's answer may wait for Pi's compaction: only --timeout-ms bounds it"
     );
     h.ok_prompt(&sent);
     h.event(json!({"type": "agent_start"}));
@@ -920,4 +932,147 @@ fn the_response_deadline_clears_once_everything_is_answered() {
         Some(h.now().instant + Duration::from_millis(1000)),
         "only the first-response watchdog remains"
     );
+}
+
+#[test]
+fn a_same_model_retry_after_a_switch_stays_on_the_new_model() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.fail_settled(Q402);
+    let sent = h.sent();
+    h.complete_redispatch(sent);
+    h.fail_settled(r#"500: {"message":"The server had an error"}"#);
+    let sent = h.sent();
+    h.complete_redispatch(sent);
+    h.answer("ok");
+    assert_eq!(answered_by(&h), "b/m1 ok");
+    assert_eq!(
+        h.commands()[3..],
+        [
+            "get_fork_messages",
+            "fork",
+            "set_model b/m1",
+            "prompt",
+            "get_fork_messages",
+            "fork",
+            "set_model b/m1",
+            "prompt"
+        ],
+        "fork restores the fork point's model, so the retry sets b/m1 again"
+    );
+    assert_eq!(h.m.switches(), 1);
+}
+
+#[test]
+fn a_retry_pi_started_despite_abort_retry_is_still_watched() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    let err = r#"429: {"message":"Rate limit reached"}"#;
+    h.event(json!({"type": "agent_start"}));
+    h.assistant_end("error", "", Some(err));
+    h.event(json!({"type": "auto_retry_start", "attempt": 1, "delayMs": 1, "errorMessage": err}));
+    assert_eq!(h.sent()[0].1, Command::AbortRetry);
+    // Too late: Pi's retry is already under way, and it hangs.
+    h.event(json!({"type": "agent_start"}));
+    h.advance(1000);
+    h.m.handle_timeout(h.now());
+    assert_eq!(h.sent()[0].1, Command::Abort, "the watchdog fires");
+    h.assistant_end("aborted", "", Some("Request aborted"));
+    h.settle();
+    let sent = h.sent();
+    h.complete_redispatch(sent);
+    h.answer("ok");
+    assert_eq!(answered_by(&h), "b/m1 ok");
+}
+
+#[test]
+fn abort_retry_goes_out_before_the_failure_is_persisted() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.drain();
+    let err = r#"429: {"message":"Rate limit reached"}"#;
+    h.event(json!({"type": "agent_start"}));
+    h.assistant_end("error", "", Some(err));
+    h.event(
+        json!({"type": "auto_retry_start", "attempt": 1, "delayMs": 2000, "errorMessage": err}),
+    );
+    let first = h.m.poll_action().expect("an action");
+    assert!(
+        matches!(
+            first,
+            Action::Send {
+                command: Command::AbortRetry,
+                ..
+            }
+        ),
+        "{first:?}"
+    );
+}
+
+#[test]
+fn pis_own_retries_of_one_failure_are_recorded_once() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(
+        model("a", "m1", false, 128_000),
+        vec![model("a", "m1", false, 128_000)],
+    );
+    h.ok_prompt(&sent);
+    let err = r#"503: {"message":"overloaded"}"#;
+    for attempt in 1..=3 {
+        h.event(json!({"type": "agent_start"}));
+        h.assistant_end("error", "", Some(err));
+        h.event(json!({"type": "auto_retry_start", "attempt": attempt, "delayMs": 5, "errorMessage": err}));
+        if attempt == 1 {
+            // The first 5xx is retried at once on the same model by the runner.
+            let sent = h.sent();
+            assert_eq!(sent[0].1, Command::AbortRetry);
+            h.settle();
+            let sent = h.sent();
+            h.complete_redispatch(sent);
+        }
+    }
+    h.fail_settled(err);
+    let failures = h
+        .deltas()
+        .iter()
+        .filter(|d| matches!(d, Delta::Failure { .. }))
+        .count();
+    assert_eq!(failures, 1, "one failure, however often Pi retried it");
+    assert_eq!(h.m.tried(), ["a/m1"]);
+}
+
+#[test]
+fn a_refused_set_model_is_not_counted_as_a_switch() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.fail_settled(Q402);
+    let mut sent = h.sent();
+    for _ in 0..2 {
+        let (id, cmd) = sent.pop().unwrap();
+        let data = match cmd {
+            Command::GetForkMessages => json!({"messages": [{"entryId": "e1", "text": "x"}]}),
+            _ => json!({"cancelled": false}),
+        };
+        h.respond(&id, cmd.name(), true, data);
+        sent = h.sent();
+    }
+    let (id, _) = sent.pop().unwrap();
+    h.respond(&id, "set_model", false, Value::Null);
+    let sent = h.sent();
+    h.complete_redispatch(sent);
+    h.answer("ok");
+    assert_eq!(h.m.switches(), 1);
+    let switches: Vec<String> = h
+        .deltas()
+        .iter()
+        .filter_map(|d| match d {
+            Delta::Switch(e) => Some(format!("{} -> {} ({})", e.from, e.to, e.reason)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(switches, ["a/m1 -> c/vision (model)"]);
 }

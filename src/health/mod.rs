@@ -45,12 +45,18 @@ impl Record {
     }
 
     fn fail(&mut self, at: u64, class: FailureClass, error: &str, scale: f64) {
-        self.consecutive_failures = self.consecutive_failures.saturating_add(1);
         self.total_failures = self.total_failures.saturating_add(1);
         self.last_failure_at = Some(self.last_failure_at.map_or(at, |t| t.max(at)));
         self.last_class = Some(class.as_str().to_string());
         self.last_error = Some(error.to_string());
         self.lease_until = None;
+        // A failure while the breaker is already open comes from a request that was in flight
+        // before it opened (another run, another batch worker): the same outage, so it does
+        // not double the cooldown. Only a failure after the cooldown (a failed probe) does.
+        if self.cooling(at) {
+            return;
+        }
+        self.consecutive_failures = self.consecutive_failures.saturating_add(1);
         if let Some(ms) = cooldown_ms(class, self.consecutive_failures, scale) {
             let until = at.saturating_add(ms);
             self.cooldown_until = Some(self.cooldown_until.map_or(until, |t| t.max(until)));
@@ -126,6 +132,24 @@ pub fn normalise_base_url(url: &str) -> String {
     out.chars().take(256).collect()
 }
 
+/// Names a breaker for a probe lease: `provider:NAME`, `endpoint:KEY` or `model:KEY`.
+pub fn probe_target(scope: Scope, key: &str) -> String {
+    format!("{}:{key}", scope.as_str())
+}
+
+/// The scope and key of a probe target; a bare name is a provider.
+pub fn split_target(target: &str) -> (Scope, &str) {
+    for scope in [Scope::Provider, Scope::Endpoint, Scope::Model] {
+        if let Some(key) = target
+            .strip_prefix(scope.as_str())
+            .and_then(|r| r.strip_prefix(':'))
+        {
+            return (scope, key);
+        }
+    }
+    (Scope::Provider, target)
+}
+
 /// One switch, for the short shared log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SwitchEntry {
@@ -151,10 +175,11 @@ pub enum Delta {
         keys: Keys,
     },
     Switch(SwitchEntry),
-    /// Probe lease taken on a provider whose cooldown has expired.
+    /// Probe lease taken on a breaker whose cooldown has expired; `target` is a
+    /// [`probe_target`] (`provider:NAME`, `endpoint:KEY`, `model:PROVIDER/ID`).
     Lease {
         at: u64,
-        provider: String,
+        target: String,
     },
 }
 
@@ -220,15 +245,43 @@ impl Health {
                 let excess = self.switch_log.len().saturating_sub(SWITCH_LOG_LEN);
                 self.switch_log.drain(..excess);
             }
-            Delta::Lease { at, provider } => {
-                let r = self.providers.entry(provider.clone()).or_default();
-                r.lease_until = Some(at.saturating_add(PROBE_LEASE_MS));
+            Delta::Lease { at, target } => {
+                let (scope, key) = split_target(target);
+                if let Some(map) = self.records_mut(scope) {
+                    let r = map.entry(key.to_string()).or_default();
+                    r.lease_until = Some(at.saturating_add(PROBE_LEASE_MS));
+                }
             }
         }
     }
 
-    /// Why `model` cannot be used at `now_ms`, if it cannot. `own_lease` = this process holds
-    /// the provider's probe lease (so the lease does not block it).
+    /// The records of one scope (`None` for [`Scope::Round`]).
+    pub fn records(&self, scope: Scope) -> Option<&BTreeMap<String, Record>> {
+        match scope {
+            Scope::Provider => Some(&self.providers),
+            Scope::Endpoint => Some(&self.endpoints),
+            Scope::Model => Some(&self.models),
+            Scope::Round => None,
+        }
+    }
+
+    pub fn records_mut(&mut self, scope: Scope) -> Option<&mut BTreeMap<String, Record>> {
+        match scope {
+            Scope::Provider => Some(&mut self.providers),
+            Scope::Endpoint => Some(&mut self.endpoints),
+            Scope::Model => Some(&mut self.models),
+            Scope::Round => None,
+        }
+    }
+
+    /// The record a probe target names, if it exists.
+    pub fn target_record(&self, target: &str) -> Option<&Record> {
+        let (scope, key) = split_target(target);
+        self.records(scope)?.get(key)
+    }
+
+    /// Why `model` cannot be used at `now_ms`, if it cannot. `own_leases` are the probe
+    /// targets this process holds (its own lease does not block it).
     pub fn blocked(&self, model: &ModelInfo, now_ms: u64, own_leases: &[String]) -> Option<Block> {
         let keys = Keys::of(model);
         let m = self.models.get(&keys.model);
@@ -237,27 +290,48 @@ impl Health {
         if m.is_some_and(|r| r.disabled) {
             return Some(Block::Disabled);
         }
-        for (rec, scope) in [
-            (p, Scope::Provider),
-            (e, Scope::Endpoint),
-            (m, Scope::Model),
-        ] {
+        let records = [
+            (p, Scope::Provider, &keys.provider),
+            (e, Scope::Endpoint, &keys.endpoint),
+            (m, Scope::Model, &keys.model),
+        ];
+        for (rec, scope, _) in records {
             if rec.is_some_and(|r| r.cooling(now_ms)) {
                 return Some(Block::Cooling(scope));
             }
         }
-        if p.is_some_and(|r| r.leased(now_ms)) && !own_leases.contains(&keys.provider) {
-            return Some(Block::Leased);
+        for (rec, scope, key) in records {
+            if rec.is_some_and(|r| r.leased(now_ms))
+                && !own_leases.contains(&probe_target(scope, key))
+            {
+                return Some(Block::Leased);
+            }
         }
         None
     }
 
-    /// The provider whose probe lease must be claimed before sending to `model`, if any.
-    pub fn needs_probe(&self, model: &ModelInfo, now_ms: u64) -> Option<String> {
-        self.providers
-            .get(&model.provider)
-            .filter(|r| r.half_open(now_ms))
-            .map(|_| model.provider.clone())
+    /// The next breaker of `model` whose cooldown has expired without a success since (so the
+    /// next request is a probe) and whose lease this process does not hold yet.
+    pub fn needs_probe(
+        &self,
+        model: &ModelInfo,
+        now_ms: u64,
+        own_leases: &[String],
+    ) -> Option<String> {
+        let keys = Keys::of(model);
+        [
+            (Scope::Provider, &keys.provider),
+            (Scope::Endpoint, &keys.endpoint),
+            (Scope::Model, &keys.model),
+        ]
+        .into_iter()
+        .filter(|(scope, key)| {
+            self.records(*scope)
+                .and_then(|m| m.get(key.as_str()))
+                .is_some_and(|r| r.half_open(now_ms))
+        })
+        .map(|(scope, key)| probe_target(scope, key))
+        .find(|t| !own_leases.contains(t))
     }
 
     /// Sum of total failures over the model's three records (ranking uses it).
@@ -333,16 +407,19 @@ mod tests {
         assert_eq!(h.blocked(&b1, 1001, &[]), None);
         let after = 1000 + 30 * 60_000;
         assert_eq!(h.blocked(&a1, after, &[]), None);
-        assert_eq!(h.needs_probe(&a1, after).as_deref(), Some("a"));
+        assert_eq!(
+            h.needs_probe(&a1, after, &[]).as_deref(),
+            Some("provider:a")
+        );
         h.apply(
             &Delta::Lease {
                 at: after,
-                provider: "a".into(),
+                target: "provider:a".into(),
             },
             1.0,
         );
         assert_eq!(h.blocked(&a1, after + 1, &[]), Some(Block::Leased));
-        assert_eq!(h.blocked(&a1, after + 1, &["a".into()]), None);
+        assert_eq!(h.blocked(&a1, after + 1, &["provider:a".into()]), None);
         h.apply(
             &Delta::Success {
                 at: after + 2,
@@ -350,7 +427,7 @@ mod tests {
             },
             1.0,
         );
-        assert_eq!(h.needs_probe(&a1, after + 3), None);
+        assert_eq!(h.needs_probe(&a1, after + 3, &[]), None);
         assert_eq!(h.blocked(&a2, after + 3, &[]), None);
         assert_eq!(h.providers["a"].total_failures, 1);
     }
@@ -374,6 +451,68 @@ mod tests {
         assert_eq!(h.endpoints["e"].cooldown_until, Some(120_000));
         fail(&mut h, 200_000);
         assert_eq!(h.endpoints["e"].cooldown_until, Some(200_000 + 240_000));
+    }
+
+    #[test]
+    fn concurrent_failures_of_one_outage_do_not_compound() {
+        let mut h = Health::default();
+        for at in [0, 10, 20, 30] {
+            h.apply(
+                &Delta::Failure {
+                    at,
+                    key: "p".into(),
+                    scope: Scope::Provider,
+                    class: FailureClass::Quota,
+                    error: String::new(),
+                },
+                1.0,
+            );
+        }
+        let r = &h.providers["p"];
+        assert_eq!(r.total_failures, 4, "every failure is counted");
+        assert_eq!(r.consecutive_failures, 1);
+        assert_eq!(
+            r.cooldown_until,
+            Some(30 * 60_000),
+            "one outage, one base cooldown"
+        );
+    }
+
+    #[test]
+    fn endpoint_and_model_breakers_are_probed_one_at_a_time_too() {
+        let m = model("a", "m1", "http://h/a");
+        let mut h = Health::default();
+        h.apply(
+            &Delta::Failure {
+                at: 0,
+                key: endpoint_key("a", Some("http://h/a")),
+                scope: Scope::Endpoint,
+                class: FailureClass::Endpoint,
+                error: String::new(),
+            },
+            1.0,
+        );
+        let after = 2 * 60_000;
+        let target = h.needs_probe(&m, after, &[]).expect("half-open endpoint");
+        assert_eq!(target, "endpoint:a@http://h/a");
+        h.apply(
+            &Delta::Lease {
+                at: after,
+                target: target.clone(),
+            },
+            1.0,
+        );
+        assert_eq!(h.blocked(&m, after + 1, &[]), Some(Block::Leased));
+        assert_eq!(
+            h.blocked(&m, after + 1, std::slice::from_ref(&target)),
+            None
+        );
+        assert_eq!(
+            h.needs_probe(&m, after + 1, std::slice::from_ref(&target)),
+            None
+        );
+        assert_eq!(split_target("model:a/b/c"), (Scope::Model, "a/b/c"));
+        assert_eq!(split_target("bare"), (Scope::Provider, "bare"));
     }
 
     #[test]
@@ -407,8 +546,9 @@ pub trait Backend {
     fn load(&mut self, now_ms: u64) -> Health;
     /// Persists deltas; returns the merged view when other processes' updates were read.
     fn commit(&mut self, deltas: &[Delta], now_ms: u64) -> Option<Health>;
-    /// Takes the half-open probe lease of `provider` if no other process holds it.
-    fn claim_probe(&mut self, provider: &str, now_ms: u64) -> bool;
+    /// Takes the half-open probe lease of `target` (see [`probe_target`]) if no other process
+    /// holds it.
+    fn claim_probe(&mut self, target: &str, now_ms: u64) -> bool;
 }
 
 /// Health that lives as long as the process.
@@ -439,11 +579,10 @@ impl Backend for Memory {
         None
     }
 
-    fn claim_probe(&mut self, provider: &str, now_ms: u64) -> bool {
+    fn claim_probe(&mut self, target: &str, now_ms: u64) -> bool {
         if self
             .health
-            .providers
-            .get(provider)
+            .target_record(target)
             .is_some_and(|r| r.leased(now_ms))
         {
             return false;
@@ -451,7 +590,7 @@ impl Backend for Memory {
         self.health.apply(
             &Delta::Lease {
                 at: now_ms,
-                provider: provider.to_string(),
+                target: target.to_string(),
             },
             self.cooldown_scale,
         );

@@ -7,6 +7,9 @@ use std::path::Path;
 use super::store::{Store, StoreError};
 use super::{Backend, Delta, Health, Memory};
 
+/// Longest wait for the state-file lock during a run.
+pub const IN_RUN_LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(1000);
+
 pub struct Shared {
     store: Store,
     cooldown_scale: f64,
@@ -20,7 +23,9 @@ impl Shared {
     /// `warn` receives one line per problem (the caller prints it on stderr).
     pub fn new(agent_dir: &Path, cooldown_scale: f64, warn: Box<dyn FnMut(&str)>) -> Shared {
         Shared {
-            store: Store::open(agent_dir),
+            // Runs hold the lock for milliseconds; waiting longer than this would stall Pi's
+            // event stream (and its auto-retry race), so past it the run goes on in memory.
+            store: Store::open(agent_dir).with_lock_wait(IN_RUN_LOCK_WAIT),
             cooldown_scale,
             memory: Memory::new(cooldown_scale),
             broken: false,
@@ -102,14 +107,11 @@ impl Backend for Shared {
         }
     }
 
-    fn claim_probe(&mut self, provider: &str, now_ms: u64) -> bool {
+    fn claim_probe(&mut self, target: &str, now_ms: u64) -> bool {
         if self.broken {
-            return self.memory.claim_probe(provider, now_ms);
+            return self.memory.claim_probe(target, now_ms);
         }
-        match self
-            .store
-            .claim_lease(provider, now_ms, self.cooldown_scale)
-        {
+        match self.store.claim_lease(target, now_ms, self.cooldown_scale) {
             Ok((claim, loaded)) => {
                 self.memory.health = loaded.health;
                 claim.granted()
@@ -118,7 +120,7 @@ impl Backend for Shared {
             Err(StoreError::LockTimeout { .. }) => false,
             Err(e) => {
                 self.fail("claiming a probe lease", &e);
-                self.memory.claim_probe(provider, now_ms)
+                self.memory.claim_probe(target, now_ms)
             }
         }
     }

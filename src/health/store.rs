@@ -339,12 +339,12 @@ impl Store {
     /// `cooldown_scale` is passed to [`Health::apply`] like for any other delta.
     pub fn claim_lease(
         &self,
-        provider: &str,
+        target: &str,
         now_ms: u64,
         cooldown_scale: f64,
     ) -> Result<(Claim, Loaded), StoreError> {
         self.read_modify_write(now_ms, |health| {
-            let claim = match health.providers.get(provider) {
+            let claim = match health.target_record(target) {
                 Some(r) if r.leased(now_ms) => Claim::Held,
                 Some(r) if r.cooling(now_ms) => Claim::Cooling,
                 Some(r) if r.half_open(now_ms) => Claim::Claimed,
@@ -353,7 +353,7 @@ impl Store {
             if claim == Claim::Claimed {
                 let lease = Delta::Lease {
                     at: now_ms,
-                    provider: provider.to_string(),
+                    target: target.to_string(),
                 };
                 health.apply(&lease, cooldown_scale);
             }

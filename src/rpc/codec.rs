@@ -32,28 +32,32 @@ impl fmt::Display for ReadError {
 impl std::error::Error for ReadError {}
 
 /// Reads the next non-blank line and decodes it. `Ok(None)` at end of stream.
+///
+/// Cancel-safe: `buf` keeps a partly read line when the future is dropped (the driver's
+/// `select!` drops it whenever a timer wins), and the next call appends the rest. So `buf` is
+/// cleared only once a whole line has been taken out of it.
 pub async fn read_incoming<R: AsyncBufRead + Unpin>(
     reader: &mut R,
     buf: &mut Vec<u8>,
 ) -> Result<Option<Incoming>, ReadError> {
     loop {
-        buf.clear();
-        let n = reader.read_until(b'\n', buf).await.map_err(ReadError::Io)?;
-        if n == 0 {
-            return Ok(None);
-        }
+        reader.read_until(b'\n', buf).await.map_err(ReadError::Io)?;
         if buf.len() > MAX_LINE {
+            buf.clear();
             return Err(ReadError::TooLong);
         }
         if !buf.ends_with(b"\n") {
-            // A partial line at EOF is a truncated write by a dying process, not protocol.
+            // End of stream; a partial last line is a truncated write by a dying process.
+            buf.clear();
             return Ok(None);
         }
-        return match decode(buf) {
-            Some(Ok(msg)) => Ok(Some(msg)),
-            Some(Err(e)) => Err(e),
+        let decoded = decode(buf);
+        buf.clear();
+        match decoded {
+            Some(Ok(msg)) => return Ok(Some(msg)),
+            Some(Err(e)) => return Err(e),
             None => continue,
-        };
+        }
     }
 }
 
@@ -107,13 +111,32 @@ mod tests {
         assert!(matches!(read_incoming(&mut r, &mut buf).await, Ok(None)));
     }
 
+    /// A line that arrives in pieces survives the read being cancelled in between.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_cancelled_read_keeps_the_partial_line() {
+        use tokio::io::AsyncWriteExt;
+        let (mut tx, rx) = tokio::io::duplex(64);
+        let mut reader = tokio::io::BufReader::new(rx);
+        let mut buf = Vec::new();
+        tx.write_all(b"{\"type\":\"agent_").await.unwrap();
+        let first = tokio::time::timeout(
+            std::time::Duration::from_millis(50),
+            read_incoming(&mut reader, &mut buf),
+        )
+        .await;
+        assert!(first.is_err(), "no whole line yet: the read is cancelled");
+        tx.write_all(b"settled\"}\n").await.unwrap();
+        let msg = read_incoming(&mut reader, &mut buf).await.unwrap();
+        assert!(matches!(msg, Some(Incoming::AgentSettled {})), "{msg:?}");
+    }
+
     #[test]
     fn malformed_lines_are_errors() {
         for bad in [
             "this is not json",
             "[1,2]",
             "{\"no_type\":1}",
-            "{\"type\":\"message_end\",\"message\":5}",
+            "{\"type\":5}",
         ] {
             assert!(
                 matches!(decode(bad.as_bytes()), Some(Err(ReadError::Malformed(_)))),

@@ -8,6 +8,18 @@ pub mod pending;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// A field whose value has an unexpected type (a float where an integer was seen, `null`
+/// where a string was seen) takes its default instead of making the whole line "malformed":
+/// Pi's events are not a versioned schema, and a progress detail must never end a run.
+fn lenient<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned + Default,
+{
+    let v = Value::deserialize(deserializer)?;
+    Ok(serde_json::from_value(v).unwrap_or_default())
+}
+
 /// An image in a `prompt` command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ImageContent {
@@ -93,15 +105,15 @@ pub struct Envelope<'a> {
 /// `{"type":"response", ...}`
 #[derive(Debug, Clone, Deserialize)]
 pub struct Response {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient")]
     pub id: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient")]
     pub command: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient")]
     pub success: bool,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient")]
     pub data: Option<Value>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient")]
     pub error: Option<String>,
 }
 
@@ -134,11 +146,16 @@ impl Response {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Message {
+    #[serde(deserialize_with = "lenient")]
     pub role: String,
     pub content: Value,
+    #[serde(deserialize_with = "lenient")]
     pub stop_reason: Option<String>,
+    #[serde(deserialize_with = "lenient")]
     pub error_message: Option<String>,
+    #[serde(deserialize_with = "lenient")]
     pub provider: Option<String>,
+    #[serde(deserialize_with = "lenient")]
     pub model: Option<String>,
 }
 
@@ -167,44 +184,44 @@ pub enum Incoming {
     TurnStart,
     TurnEnd {},
     MessageStart {
-        #[serde(default)]
+        #[serde(default, deserialize_with = "lenient")]
         message: Message,
     },
     MessageUpdate {},
     MessageEnd {
-        #[serde(default)]
+        #[serde(default, deserialize_with = "lenient")]
         message: Message,
     },
     ToolExecutionStart {},
     ToolExecutionUpdate {},
     ToolExecutionEnd {},
     AgentEnd {
-        #[serde(default, rename = "willRetry")]
+        #[serde(default, deserialize_with = "lenient", rename = "willRetry")]
         will_retry: bool,
     },
     AgentSettled {},
     AutoRetryStart {
-        #[serde(default)]
+        #[serde(default, deserialize_with = "lenient")]
         attempt: u32,
-        #[serde(default, rename = "delayMs")]
+        #[serde(default, deserialize_with = "lenient", rename = "delayMs")]
         delay_ms: u64,
-        #[serde(default, rename = "errorMessage")]
+        #[serde(default, deserialize_with = "lenient", rename = "errorMessage")]
         error_message: String,
     },
     AutoRetryEnd {
-        #[serde(default)]
+        #[serde(default, deserialize_with = "lenient")]
         success: bool,
     },
     CompactionStart {},
     CompactionEnd {},
     ExtensionUiRequest {
-        #[serde(default)]
+        #[serde(default, deserialize_with = "lenient")]
         id: String,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "lenient")]
         method: String,
     },
     ExtensionError {
-        #[serde(default)]
+        #[serde(default, deserialize_with = "lenient")]
         error: String,
     },
     #[serde(other)]
@@ -216,7 +233,7 @@ pub enum Incoming {
 #[serde(rename_all = "camelCase")]
 pub struct ForkMessage {
     pub entry_id: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient")]
     pub text: String,
 }
 
@@ -253,6 +270,32 @@ mod tests {
         })
         .unwrap();
         assert_eq!(line, r#"{"id":"1","type":"prompt","message":"hi"}"#);
+    }
+
+    #[test]
+    fn unexpected_field_types_do_not_break_a_line() {
+        let Incoming::AutoRetryStart {
+            delay_ms,
+            error_message,
+            ..
+        } = parse(
+            r#"{"type":"auto_retry_start","attempt":1.0,"delayMs":1500.5,"errorMessage":"429: x"}"#,
+        )
+        else {
+            panic!("not auto_retry_start")
+        };
+        assert_eq!((delay_ms, error_message.as_str()), (0, "429: x"));
+        let Incoming::MessageEnd { message } = parse(
+            r#"{"type":"message_end","message":{"role":"assistant","content":"hi","stopReason":"stop","errorMessage":null,"model":7}}"#,
+        ) else {
+            panic!("not message_end")
+        };
+        assert_eq!(message.text(), "hi");
+        assert_eq!(message.model, None);
+        assert!(matches!(
+            parse(r#"{"type":"agent_end","willRetry":"yes"}"#),
+            Incoming::AgentEnd { will_retry: false }
+        ));
     }
 
     #[test]

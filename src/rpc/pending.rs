@@ -8,13 +8,21 @@ use super::Response;
 /// Tracks commands awaiting their response.
 #[derive(Debug, Default)]
 pub struct Pending<T> {
+    prefix: String,
     next: u64,
     waiting: BTreeMap<String, T>,
 }
 
 impl<T> Pending<T> {
     pub fn new() -> Pending<T> {
+        Pending::with_prefix("")
+    }
+
+    /// Ids start with `prefix`, so a late answer meant for an earlier run on the same Pi (an
+    /// `abort` answered after its run settled) can never match a command of this one.
+    pub fn with_prefix(prefix: &str) -> Pending<T> {
         Pending {
+            prefix: prefix.to_string(),
             next: 1,
             waiting: BTreeMap::new(),
         }
@@ -22,7 +30,7 @@ impl<T> Pending<T> {
 
     /// Allocates an id for a command and remembers `tag` until its response arrives.
     pub fn register(&mut self, tag: T) -> String {
-        let id = self.next.to_string();
+        let id = format!("{}{}", self.prefix, self.next);
         self.next += 1;
         self.waiting.insert(id.clone(), tag);
         id
@@ -50,6 +58,16 @@ mod tests {
             data: None,
             error: None,
         }
+    }
+
+    #[test]
+    fn prefixed_ids_never_collide_across_runs() {
+        let mut first: Pending<&str> = Pending::with_prefix("j1-");
+        let mut second: Pending<&str> = Pending::with_prefix("j2-");
+        let late = first.register("abort");
+        second.register("get_state");
+        assert_eq!(second.resolve(&resp(Some(&late))), None);
+        assert_eq!(late, "j1-1");
     }
 
     #[test]
