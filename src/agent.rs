@@ -85,6 +85,14 @@ impl Agent {
             .process_group(0)
             .kill_on_drop(true);
         let mut child = cmd.spawn().map_err(|e| match e.kind() {
+            // ENOENT also comes back when the file exists but its `#!` interpreter does not.
+            ErrorKind::NotFound if std::path::Path::new(program).is_file() => SpawnError::Other(
+                program.clone(),
+                std::io::Error::new(
+                    ErrorKind::NotFound,
+                    "the interpreter in its #! line was not found (for Pi: is `node` on PATH?)",
+                ),
+            ),
             ErrorKind::NotFound => SpawnError::NotFound(program.clone()),
             _ => SpawnError::Other(program.clone(), e),
         })?;

@@ -40,20 +40,32 @@ pub struct Line {
     pub job: Result<JobSpec, String>,
 }
 
-/// Parses JSONL jobs. Blank lines are skipped; every other line yields a [`Line`]. Pure.
-pub fn parse_jobs(input: &str) -> Vec<Line> {
+/// Parses JSONL jobs. Blank lines are skipped; every other line yields a [`Line`]. A leading
+/// BOM is dropped; a line that is not UTF-8 is an invalid line, not an invalid file. Pure.
+pub fn parse_jobs(input: &[u8]) -> Vec<Line> {
+    let input = input.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(input);
     let mut seen = BTreeSet::new();
     input
-        .split('\n')
+        .split(|b| *b == b'\n')
         .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
+        .filter(|(_, l)| !l.iter().all(u8::is_ascii_whitespace))
         .map(|(i, raw)| {
             let number = i + 1;
-            let job = serde_json::from_str::<JobSpec>(raw.trim_end_matches('\r'))
-                .map_err(|e| format!("invalid job: {e}"))
+            let job = std::str::from_utf8(raw)
+                .map_err(|e| {
+                    format!(
+                        "invalid job: not UTF-8 text (first invalid byte at column {})",
+                        e.valid_up_to() + 1
+                    )
+                })
+                .and_then(|text| {
+                    serde_json::from_str::<JobSpec>(text.trim_end_matches('\r'))
+                        .map_err(|e| format!("invalid job: {e}"))
+                })
                 .and_then(|j| {
-                    if !(j.id.is_string() || j.id.is_number()) {
-                        return Err("invalid job: id must be a string or a number".to_string());
+                    // Integers only: a float id would not survive the round trip (1e2 vs 100).
+                    if !(j.id.is_string() || j.id.is_i64() || j.id.is_u64()) {
+                        return Err("invalid job: id must be a string or an integer".to_string());
                     }
                     if j.prompt.trim().is_empty() {
                         return Err("invalid job: prompt is empty".to_string());
@@ -131,7 +143,7 @@ fn result_line(spec_id: Option<&Value>, number: usize, report: &Report) -> Value
 
 /// Runs the batch; prints JSONL results on stdout and progress on stderr.
 pub async fn run(
-    input: &str,
+    input: &[u8],
     plan: Plan,
     backend: Box<dyn Backend>,
     mut interrupt: watch::Receiver<Option<Interrupt>>,
@@ -144,6 +156,9 @@ pub async fn run(
         Rc::new(RefCell::new(lines.into_iter().enumerate().collect()));
     let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
     let plan = Rc::new(plan);
+    // Once the reader of stdout is gone (`| head -1`), no further job is started: its answer
+    // could not be delivered and would only spend provider quota.
+    let stdout_closed = Rc::new(std::cell::Cell::new(false));
     let local = tokio::task::LocalSet::new();
     for worker in 0..plan.workers.max(1) {
         let queue = Rc::clone(&queue);
@@ -151,6 +166,7 @@ pub async fn run(
         let plan = Rc::clone(&plan);
         let mut backend = backend.clone();
         let mut interrupt = interrupt.clone();
+        let stdout_closed = Rc::clone(&stdout_closed);
         local.spawn_local(async move {
             let mut session: Option<Session> = None;
             loop {
@@ -160,6 +176,9 @@ pub async fn run(
                 let Some((index, line)) = queue.borrow_mut().pop_front() else {
                     break;
                 };
+                if stdout_closed.get() {
+                    break;
+                }
                 let done = run_line(
                     worker,
                     index,
@@ -170,6 +189,10 @@ pub async fn run(
                     &mut interrupt,
                 )
                 .await;
+                // A job cut short by a signal is unfinished: it prints nothing.
+                if matches!(done.exit, Exit::Interrupted | Exit::Terminated) {
+                    break;
+                }
                 if tx.send(done).is_err() {
                     break;
                 }
@@ -205,10 +228,14 @@ pub async fn run(
                     pending.insert(done.index, done);
                     // Print every result that is now contiguous, in input order.
                     while let Some(d) = pending.remove(&next) {
-                        if write_error.is_none()
-                            && let Err(e) = output::stdout_text(&format!("{}\n", d.json))
-                        {
-                            write_error = Some(e);
+                        if write_error.is_none() && !stdout_closed.get() {
+                            match output::stdout_text_strict(&format!("{}\n", d.json)) {
+                                Ok(()) => {}
+                                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                                    stdout_closed.set(true);
+                                }
+                                Err(e) => write_error = Some(e),
+                            }
                         }
                         next += 1;
                     }
@@ -309,7 +336,7 @@ async fn run_line(
     let mut quiet = StatusLine::disabled();
     // A Pi that dies mid-job is restarted and the job retried once, on the same terms.
     let mut report = None;
-    for _ in 0..2 {
+    for attempt in 0..2 {
         if session.is_none() {
             match Session::start(&plan.pi_command, &plan.pi_args) {
                 Ok(s) => *session = Some(s),
@@ -330,12 +357,12 @@ async fn run_line(
             old.stop().await;
         }
         report = Some(r);
-        if !retry {
+        if !retry || attempt == 1 {
             break;
         }
         output::progress_line(&format!(
-            "job {}: Pi was lost; restarting it and retrying the job",
-            spec.id
+            "{}Pi was lost; restarting it and retrying the job",
+            job.label
         ));
     }
     let report = report.unwrap_or_else(|| Report::failed(Exit::Error, "no report".to_string()));
@@ -348,7 +375,7 @@ mod tests {
 
     #[test]
     fn jobs_parse_with_line_numbers_and_clear_errors() {
-        let input = "{\"id\":\"a\",\"prompt\":\"one\"}\n\n{\"id\":2,\"prompt\":\"two\",\"files\":[\"x.md\"]}\r\nnot json\n{\"id\":\"a\",\"prompt\":\"dup\"}\n{\"id\":\"c\"}\n{\"id\":[1],\"prompt\":\"p\"}\n{\"id\":\"d\",\"prompt\":\"  \"}\n{\"id\":\"e\",\"prompt\":\"p\",\"promt\":1}\n";
+        let input = b"\xEF\xBB\xBF{\"id\":\"a\",\"prompt\":\"one\"}\n\n{\"id\":2,\"prompt\":\"two\",\"files\":[\"x.md\"]}\r\nnot json\n{\"id\":\"a\",\"prompt\":\"dup\"}\n{\"id\":\"c\"}\n{\"id\":[1],\"prompt\":\"p\"}\n{\"id\":\"d\",\"prompt\":\"  \"}\n{\"id\":\"e\",\"prompt\":\"p\",\"promt\":1}\n";
         let lines = parse_jobs(input);
         let numbers: Vec<usize> = lines.iter().map(|l| l.number).collect();
         assert_eq!(numbers, [1, 3, 4, 5, 6, 7, 8, 9]);
@@ -360,6 +387,10 @@ mod tests {
         assert!(err(3).contains("duplicate id"), "{}", err(3));
         assert!(err(4).contains("prompt"), "{}", err(4));
         assert!(err(5).contains("id must be"), "{}", err(5));
+        let more = parse_jobs(b"{\"id\":1.5,\"prompt\":\"p\"}\n{\"id\":\"x\",\"prompt\":\"caf\xe9\"}\n{\"id\":12345678901234567890123,\"prompt\":\"p\"}\n");
+        assert!(more[0].job.clone().unwrap_err().contains("integer"));
+        assert!(more[1].job.clone().unwrap_err().contains("not UTF-8"));
+        assert!(more[2].job.clone().unwrap_err().contains("integer"));
         assert!(err(6).contains("prompt is empty"), "{}", err(6));
         assert!(err(7).contains("promt"), "{}", err(7));
     }

@@ -182,16 +182,26 @@ pub enum Mode {
     Batch(String),
 }
 
+/// Decimal digits only (surrounding whitespace allowed, as the old runner's `Number()` did);
+/// no sign, no exponent, no hex.
+pub fn parse_decimal(s: &str) -> Option<u64> {
+    let t = s.trim();
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    t.parse().ok()
+}
+
 fn parse_jobs(s: &str) -> Result<usize, String> {
-    match s.trim().parse::<usize>() {
-        Ok(n) if (1..=256).contains(&n) => Ok(n),
+    match parse_decimal(s).and_then(|n| usize::try_from(n).ok()) {
+        Some(n) if (1..=256).contains(&n) => Ok(n),
         _ => Err("must be a whole number from 1 to 256".to_string()),
     }
 }
 
 fn parse_positive_ms(s: &str) -> Result<u64, String> {
-    match s.trim().parse::<u64>() {
-        Ok(n) if n > 0 => Ok(n),
+    match parse_decimal(s) {
+        Some(n) if n > 0 => Ok(n),
         _ => Err("must be a positive integer".to_string()),
     }
 }
@@ -431,7 +441,7 @@ mod tests {
 
     #[test]
     fn timeout_must_be_a_positive_integer() {
-        for bad in ["0", "-5", "1.5", "abc", ""] {
+        for bad in ["0", "-5", "1.5", "abc", "", "+5", "1e3", "0x10"] {
             let err = run(&["--timeout-ms", bad, "hi"]).unwrap_err();
             assert!(err.starts_with("--timeout-ms"), "{bad:?}: {err}");
         }

@@ -12,6 +12,7 @@ use crate::agent::{self, Agent};
 use crate::catalog::ModelInfo;
 use crate::clock;
 use crate::exit::Exit;
+use crate::failover::classify::{Classification, FailureClass, Scope};
 use crate::failover::{Action, Attempt, Config, Machine, Options, Outcome};
 use crate::health::Backend;
 use crate::output::StatusLine;
@@ -223,6 +224,22 @@ impl Session {
         let elapsed_ms = ms_since(start.instant);
         let mut report = self.report(ended, interrupted, &machine, elapsed_ms).await;
         report.attempts = machine.attempts().to_vec();
+        if let Some(mut open) = machine.open_attempt(clock::now()) {
+            // The request was sent; say how it ended even though no model verdict exists.
+            let (class, matched) = match interrupted {
+                Some(Some(_)) => (FailureClass::UserAbort, "interrupted"),
+                Some(None) => (FailureClass::UserAbort, "timeout"),
+                None => (FailureClass::Unknown, "run ended"),
+            };
+            open.failure = Some(Classification {
+                class,
+                scope: Scope::Round,
+                status: None,
+                matched: matched.to_string(),
+            });
+            open.error = report.error.clone();
+            report.attempts.push(open);
+        }
         report.switches = machine.switches();
         report
     }
@@ -246,6 +263,7 @@ impl Session {
             report.error = Some(match cause {
                 Some(Interrupt::Int) => "interrupted (SIGINT)".to_string(),
                 Some(Interrupt::Term) => "terminated (SIGTERM)".to_string(),
+                Some(Interrupt::Hup) => "terminated (SIGHUP)".to_string(),
                 None => format!("timed out after {elapsed_ms} ms (--timeout-ms)"),
             });
             report.pi_lost = true;

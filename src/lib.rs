@@ -37,8 +37,13 @@ use exit::Exit;
 pub fn run(args: Vec<OsString>) -> Exit {
     let inv = match cli::parse(args) {
         Ok(cli::Parsed::Info(text)) => {
-            let _ = output::stdout_text(&text);
-            return Exit::Success;
+            return match output::stdout_text(&text) {
+                Ok(()) => Exit::Success,
+                Err(e) => {
+                    output::error_line(&format!("cannot write to stdout: {e}"));
+                    Exit::Error
+                }
+            };
         }
         Ok(cli::Parsed::Run(inv)) => inv,
         Err(e) => {
@@ -74,8 +79,6 @@ fn fallible(inv: &cli::Invocation) -> Result<Exit, String> {
     if let Some(w) = &settings.pi_warning {
         output::error_line(w);
     }
-    let mut signals =
-        signals::install().map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -91,7 +94,11 @@ fn fallible(inv: &cli::Invocation) -> Result<Exit, String> {
     match &inv.mode {
         cli::Mode::Run => {}
         cli::Mode::Batch(file) => {
+            // Read the jobs before taking over SIGINT/SIGTERM: until then the default action
+            // (end the process) is exactly right, even while waiting on stdin.
             let input = read_batch_input(file)?;
+            let signals =
+                signals::install().map_err(|e| format!("cannot install signal handlers: {e}"))?;
             let plan = batch::Plan {
                 pi_command: settings.pi_command.clone(),
                 pi_args: inv.pi_args.clone(),
@@ -107,8 +114,12 @@ fn fallible(inv: &cli::Invocation) -> Result<Exit, String> {
             let backend = backend_for(&settings);
             return Ok(runtime.block_on(batch::run(&input, plan, backend, signals)));
         }
+        // Management commands keep the default signal actions: nothing to clean up but a
+        // short-lived Pi, which exits when our end of its stdin closes.
         mode => return Ok(runtime.block_on(manage::run(mode, &settings, &inv.pi_args, inv.json))),
     }
+    let mut signals =
+        signals::install().map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let thinking = thinking_for(inv, &prepared);
     let mut pi_args = inv.pi_args.clone();
     if inv.thinking.is_none()
@@ -168,8 +179,9 @@ fn backend_for(settings: &settings::Settings) -> Box<dyn health::Backend> {
     }
 }
 
-/// The job file of `--batch` (`-` = stdin).
-fn read_batch_input(file: &str) -> Result<String, String> {
+/// The job file of `--batch` (`-` = stdin), as bytes: a line that is not UTF-8 is reported
+/// on its own, the other jobs still run.
+fn read_batch_input(file: &str) -> Result<Vec<u8>, String> {
     use std::io::Read;
     let mut bytes = Vec::new();
     let read = if file == "-" {
@@ -178,7 +190,7 @@ fn read_batch_input(file: &str) -> Result<String, String> {
         std::fs::File::open(file).and_then(|mut f| f.read_to_end(&mut bytes).map(|_| ()))
     };
     read.map_err(|e| format!("cannot read the batch file {file}: {e}"))?;
-    String::from_utf8(bytes).map_err(|_| format!("the batch file {file} is not UTF-8 text"))
+    Ok(bytes)
 }
 
 /// `--thinking` wins; else `--task-complexity` picks a level; else Pi's default stays.

@@ -156,9 +156,16 @@ fn human_ms(ms: u64) -> String {
 
 /// Pure: the `--status` table.
 pub fn status_table(rows: &[ModelStatus], health: &Health) -> String {
+    let label = |r: &ModelStatus| {
+        if r.available {
+            r.key.clone()
+        } else {
+            format!("{} (not listed by Pi)", r.key)
+        }
+    };
     let width = rows
         .iter()
-        .map(|r| r.key.chars().count())
+        .map(|r| label(r).chars().count())
         .max()
         .unwrap_or(5)
         .max(5);
@@ -173,11 +180,7 @@ pub fn status_table(rows: &[ModelStatus], health: &Health) -> String {
             _ => String::new(),
         };
         let fails = format!("{}/{}/{}", r.failures[0], r.failures[1], r.failures[2]);
-        let key = if r.available {
-            r.key.clone()
-        } else {
-            format!("{} (not listed by Pi)", r.key)
-        };
+        let key = label(r);
         out.push_str(
             format!(
                 "{key:<width$}  {:<9}  {:<8}  {:>8}  {fails:>14}  {last}",
@@ -230,13 +233,15 @@ pub fn status_json(rows: &[ModelStatus], health: &Health) -> Value {
 pub fn reactivate(health: &mut Health, target: &str, models: &[ModelInfo], now_ms: u64) -> usize {
     let mut changed = 0;
     let mut close = |r: &mut Record| {
-        if r.disabled
+        if !(r.disabled
             || r.cooldown_until.is_some()
             || r.lease_until.is_some()
-            || r.consecutive_failures > 0
+            || r.consecutive_failures > 0)
         {
-            changed += 1;
+            // Nothing to close: a record that never failed keeps its history untouched.
+            return;
         }
+        changed += 1;
         r.disabled = false;
         r.cooldown_until = None;
         r.lease_until = None;
@@ -289,8 +294,10 @@ pub async fn run(
 ) -> Exit {
     use crate::cli::Mode;
     let Some(dir) = settings.agent_dir.clone() else {
-        output::error_line("cannot find Pi's agent directory: set PI_CODING_AGENT_DIR or HOME");
-        return Exit::Error;
+        return fail(
+            "cannot find Pi's agent directory: set PI_CODING_AGENT_DIR or HOME",
+            json,
+        );
     };
     let store = Store::open(&dir);
     let now = clock::now().wall_ms;
@@ -307,10 +314,7 @@ pub async fn run(
             };
             let loaded = match store.load(now) {
                 Ok(l) => l,
-                Err(e) => {
-                    output::error_line(&format!("cannot read the health state: {e}"));
-                    return Exit::Error;
-                }
+                Err(e) => return fail(&format!("cannot read the health state: {e}"), json),
             };
             for w in &loaded.warnings {
                 output::error_line(&format!("warning: {w}"));
@@ -336,6 +340,22 @@ pub async fn run(
             )
         }
         Mode::Disable(target) => {
+            // A typo must not silently disable nothing: check the name against Pi's models
+            // when Pi can be asked.
+            match list_models(&settings.pi_command, pi_args).await {
+                Ok(models) if !models.iter().any(|m| &m.key() == target) => {
+                    return fail(
+                        &format!(
+                            "--disable: {target} is not one of Pi's available models (see --status)"
+                        ),
+                        json,
+                    );
+                }
+                Ok(_) => {}
+                Err(e) => output::error_line(&format!(
+                    "warning: cannot list Pi's models ({e}); disabling {target} unchecked"
+                )),
+            }
             let res = store.update(now, |h| {
                 h.models.entry(target.clone()).or_default().disabled = true;
             });
@@ -385,11 +405,17 @@ fn finish_update(
                 write_out(done)
             }
         }
-        Err(e) => {
-            output::error_line(&format!("cannot update the health state: {e}"));
-            Exit::Error
-        }
+        Err(e) => fail(&format!("cannot update the health state: {e}"), json),
     }
+}
+
+/// A failed management command: the reason on stderr, and with `--json` also on stdout.
+fn fail(message: &str, json: bool) -> Exit {
+    output::error_line(message);
+    if json {
+        let _ = output::stdout_text(&format!("{}\n", json!({"ok": false, "error": message})));
+    }
+    Exit::Error
 }
 
 /// Parses `v1.2.3` / `1.2.3-x` into a comparable triple.

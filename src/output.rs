@@ -11,16 +11,21 @@ pub fn answer(text: &str) -> io::Result<()> {
 }
 
 /// Writes text to stdout as is; a broken pipe is swallowed.
+pub fn stdout_text(text: &str) -> io::Result<()> {
+    match stdout_text_strict(text) {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+/// Writes text to stdout as is, reporting a broken pipe (batch mode stops on it).
 #[expect(
     clippy::disallowed_methods,
     reason = "output.rs is the only stdout writer"
 )]
-pub fn stdout_text(text: &str) -> io::Result<()> {
+pub fn stdout_text_strict(text: &str) -> io::Result<()> {
     let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        other => other,
-    }
+    out.write_all(text.as_bytes()).and_then(|()| out.flush())
 }
 
 /// One diagnostic line on stderr, prefixed and redacted.

@@ -47,6 +47,9 @@ type KeyShape = (&'static str, usize, fn(u8) -> bool);
 /// Vendor key shapes recognised anywhere.
 const PREFIXES: &[KeyShape] = &[
     ("sk-", 8, is_key_char),
+    ("sk_live_", 8, is_key_char),
+    ("sk_test_", 8, is_key_char),
+    ("rk_live_", 8, is_key_char),
     ("AIza", 30, is_key_char),
     ("github_pat_", 20, is_key_char),
     ("ghp_", 20, is_key_char),
@@ -80,8 +83,19 @@ const SECRET_NAMES: &[&str] = &[
     "secret_key",
     "secret-key",
     "private_key",
+    "private-key",
+    "client-secret",
     "password",
     "passwd",
+    // Generic names, unquoted too (`token=…`, `secret: …`): over-masking a word of prose
+    // is harmless, a leaked token is not.
+    "token",
+    "secret",
+    "bearer_token",
+    "bearer-token",
+    "api_token",
+    "api-token",
+    "x-auth-token",
 ];
 
 /// Names that, followed by whitespace only, still introduce a secret if the next word looks like
@@ -301,6 +315,14 @@ fn bearer(b: &[u8], i: usize) -> Option<(usize, usize)> {
     if j == after_word {
         return None;
     }
+    // A quoted token (`Bearer: "…"`, JSON-escaped or not) runs to its partner quote.
+    let escaped = b.get(j) == Some(&b'\\') && matches!(b.get(j + 1), Some(b'"' | b'\''));
+    let q = if escaped { j + 1 } else { j };
+    if let Some(&quote @ (b'"' | b'\'')) = b.get(q) {
+        let start = q + 1;
+        let end = quoted_end(b, start, quote, escaped);
+        return (end > start).then_some((start, end));
+    }
     let end = token_end(b, j);
     (end > j).then_some((j, end))
 }
@@ -417,6 +439,13 @@ fn authorization_end(b: &[u8], start: usize, first_end: usize) -> usize {
     let next = skip_blanks(b, first_end);
     if next == first_end {
         return first_end;
+    }
+    // A quoted credential after the scheme (`Bearer "…"`, JSON-escaped or not).
+    let escaped = b.get(next) == Some(&b'\\') && matches!(b.get(next + 1), Some(b'"' | b'\''));
+    let q = if escaped { next + 1 } else { next };
+    if let Some(&quote @ (b'"' | b'\'')) = b.get(q) {
+        let end = quoted_end(b, q + 1, quote, escaped);
+        return if end > q + 1 { end } else { first_end };
     }
     let second_end = token_end(b, next);
     if second_end == next {
@@ -883,5 +912,32 @@ mod tests {
             }
         }
         assert!(cases > 900);
+    }
+
+    #[test]
+    fn review_findings_are_masked() {
+        let cases = [
+            (
+                "无效的令牌 token=abcdef1234567890abcdef1234567890 鉴权失败",
+                "abcdef1234567890",
+            ),
+            ("secret=mysecretvalue123", "mysecretvalue123"),
+            (
+                "Bearer: \"quoted-token-value-123456\"",
+                "quoted-token-value",
+            ),
+            ("bearer_token=0123456789abcdefABCDEF", "0123456789abcdef"),
+            ("key: sk_live_51HxAbCdEfGhIjKlMn", "51HxAbCdEfGh"),
+            (
+                "{\"error\":\"Authorization: Bearer \\\"zzTopSecret987654321\\\"\"}",
+                "zzTopSecret",
+            ),
+        ];
+        for (text, secret) in cases {
+            let out = redact(text);
+            assert!(!out.contains(secret), "{text:?} -> {out:?}");
+            assert!(out.contains(MASK), "{text:?} -> {out:?}");
+        }
+        assert_eq!(redact("the token was rejected"), "the token was rejected");
     }
 }

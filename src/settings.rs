@@ -54,16 +54,14 @@ pub fn from_lookup(
 ) -> Result<Settings, ConfigError> {
     let (pi_command, pi_warning) = resolve_pi_bin(var("PI_BIN"))?;
     let agent_dir = match var("PI_CODING_AGENT_DIR") {
-        Some(v) if !v.to_string_lossy().trim().is_empty() => {
-            Some(PathBuf::from(v.to_string_lossy().trim()))
-        }
+        Some(v) if !v.is_empty() => expand_like_pi(&v, home.as_deref()),
         _ => home.map(|h| h.join(".pi").join("agent")),
     };
     let ms = |name: &str, default: u64| -> Result<Duration, ConfigError> {
         match var(name) {
             None => Ok(Duration::from_millis(default)),
-            Some(v) => match v.to_string_lossy().trim().parse::<u64>() {
-                Ok(n) if n > 0 => Ok(Duration::from_millis(n)),
+            Some(v) => match crate::cli::parse_decimal(&v.to_string_lossy()) {
+                Some(n) if n > 0 => Ok(Duration::from_millis(n)),
                 _ => Err(ConfigError(format!(
                     "{name} must be a positive integer of milliseconds (got '{}')",
                     v.to_string_lossy()
@@ -92,6 +90,22 @@ pub fn from_lookup(
         stall: ms("CCSWITCH_STALL_MS", DEFAULT_STALL_MS)?,
         cooldown_scale,
     })
+}
+
+/// Resolves `PI_CODING_AGENT_DIR` exactly as Pi does, so health lives beside Pi's own files:
+/// `~` and `~/…` are the home directory, a `file://` prefix is dropped, nothing is trimmed.
+fn expand_like_pi(value: &std::ffi::OsStr, home: Option<&std::path::Path>) -> Option<PathBuf> {
+    let text = value.to_string_lossy();
+    if text == "~" {
+        return home.map(std::path::Path::to_path_buf);
+    }
+    if let Some(rest) = text.strip_prefix("~/") {
+        return home.map(|h| h.join(rest));
+    }
+    if let Some(rest) = text.strip_prefix("file://") {
+        return Some(PathBuf::from(rest));
+    }
+    Some(PathBuf::from(value))
 }
 
 /// `PI_BIN` must name the real `pi` (stem `pi`); the old runner's self references fall back
@@ -184,11 +198,16 @@ mod tests {
             load_with(&[]).unwrap().agent_dir,
             Some(PathBuf::from("/home/u/.pi/agent"))
         );
+        // As Pi resolves it: not trimmed, `~` expanded, `file://` dropped.
+        let dir = |v: &str| load_with(&[("PI_CODING_AGENT_DIR", v)]).unwrap().agent_dir;
+        assert_eq!(dir("/tmp/a b/代理 "), Some(PathBuf::from("/tmp/a b/代理 ")));
+        assert_eq!(dir("~/ag"), Some(PathBuf::from("/home/u/ag")));
+        assert_eq!(dir("~"), Some(PathBuf::from("/home/u")));
+        assert_eq!(dir("file:///srv/pi"), Some(PathBuf::from("/srv/pi")));
         assert_eq!(
-            load_with(&[("PI_CODING_AGENT_DIR", " /tmp/a b/代理 ")])
-                .unwrap()
-                .agent_dir,
-            Some(PathBuf::from("/tmp/a b/代理"))
+            dir(""),
+            Some(PathBuf::from("/home/u/.pi/agent")),
+            "empty = unset"
         );
     }
 

@@ -12,13 +12,15 @@ use crate::exit::Exit;
 pub enum Interrupt {
     Int,
     Term,
+    /// The terminal went away; ends the run like SIGTERM.
+    Hup,
 }
 
 impl Interrupt {
     pub fn exit(self) -> Exit {
         match self {
             Interrupt::Int => Exit::Interrupted,
-            Interrupt::Term => Exit::Terminated,
+            Interrupt::Term | Interrupt::Hup => Exit::Terminated,
         }
     }
 }
@@ -34,10 +36,10 @@ pub fn install() -> std::io::Result<watch::Receiver<Option<Interrupt>>> {
             let mut seen = 0u32;
             for sig in signals.forever() {
                 seen += 1;
-                let interrupt = if sig == SIGINT {
-                    Interrupt::Int
-                } else {
-                    Interrupt::Term
+                let interrupt = match sig {
+                    SIGINT => Interrupt::Int,
+                    SIGHUP => Interrupt::Hup,
+                    _ => Interrupt::Term,
                 };
                 if seen > 1 && interrupt == Interrupt::Int {
                     crate::agent::kill_all_groups();

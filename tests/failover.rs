@@ -42,6 +42,7 @@ both_versions!(
     models_scope_limits_the_candidates,
     thinking_level_survives_a_switch,
     round_window_ends_failover,
+    a_retry_after_a_switch_stays_on_the_new_model,
 );
 
 const PROMPT: &str = "Summarise the plan.";
@@ -445,5 +446,38 @@ fn round_window_ends_failover(v: &str) {
         env.llm.requests_to("b", "m-main").is_empty(),
         "{}",
         out.dump()
+    );
+}
+
+/// Regression (review): the one same-model retry of a 5xx after a switch went back to the
+/// model before the switch (`fork` restores the fork point's model) and charged it to the
+/// fallback.
+fn a_retry_after_a_switch_stays_on_the_new_model(v: &str) {
+    let providers = vec![
+        ProviderSpec::new("fake-a", "a", vec![ModelSpec::text("m-main")]),
+        ProviderSpec::new("fake-b", "b", vec![ModelSpec::text("m-main")]),
+        ProviderSpec::new("fake-c", "c", vec![ModelSpec::text("m-main")]),
+    ];
+    let env = env_with(v, &providers);
+    env.llm.script("a", "m-main", vec![Behaviour::Status402]);
+    env.llm.script(
+        "b",
+        "m-main",
+        vec![Behaviour::Status500, Behaviour::text("B second try.")],
+    );
+    env.llm
+        .script("c", "m-main", vec![Behaviour::text("C answer.")]);
+    let out = run_from(&env, "fake-a", "m-main");
+    out.assert_success();
+    assert_eq!(out.stdout, "B second try.\n", "{}", out.dump());
+    let routes: Vec<String> = env.llm.requests().iter().map(|r| r.route.clone()).collect();
+    assert_eq!(routes, ["a", "b", "b"], "{}", out.dump());
+    let state: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(env.agent_dir.join("pi-ccswitch-run-state.json")).expect("state"),
+    )
+    .expect("json");
+    assert!(
+        state["providers"]["fake-b"].is_null(),
+        "fake-b was not blamed for a's quota"
     );
 }

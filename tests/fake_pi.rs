@@ -75,3 +75,31 @@ fn works_through_a_symlink() {
         assert_eq!(out.stdout, "fake answer\n");
     }
 }
+
+/// Regression (review): a line that arrives in two pieces while the live status ticks (stderr
+/// is a terminal) was cut in half and reported as malformed.
+#[test]
+fn a_line_split_across_reads_survives_the_status_ticker() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let answer = dir.path().join("answer.txt");
+    // stderr stays the pseudo-terminal (so the status line ticks); stdout goes to a file.
+    let inner = format!("{BIN} say hello > '{}'", answer.display());
+    let mut cmd = Command::new("script");
+    cmd.args(["-qec", &inner, "/dev/null"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", dir.path())
+        .env("PI_CODING_AGENT_DIR", dir.path().join("agent"))
+        .env("PI_BIN", fake_pi())
+        .env("FAKE_PI_SCENARIO", "split-line")
+        .current_dir(dir.path());
+    let out = run_command(cmd, None, RUN_TIMEOUT);
+    out.assert_success();
+    assert!(
+        out.stdout.contains("⟳"),
+        "the status line was live: {}",
+        out.dump()
+    );
+    let text = std::fs::read_to_string(&answer).expect("answer file");
+    assert_eq!(text, "fake answer\n", "{}", out.dump());
+}

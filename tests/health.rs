@@ -235,7 +235,9 @@ fn management_flags_disable_reactivate_reset_and_status() {
     let j: Value = serde_json::from_str(&env.run(["--status", "--json"]).stdout).expect("json");
     assert_eq!(j["disabled"], 1);
     assert_eq!(j["healthy"], 1);
-    assert_eq!(j["switches"], 1);
+    // Starting elsewhere because a model is disabled or cooling is not a failover: the shared
+    // switch log only records switches after real failures.
+    assert_eq!(j["switches"], 0);
 
     env.run(["--reactivate", "prov-a/m"]).assert_success();
     run(&env).assert_success();

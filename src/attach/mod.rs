@@ -46,7 +46,9 @@ pub fn prepare(files: &[String], prompt: &str) -> Result<Prepared, AttachError> 
     let mut images = Vec::new();
     let mut notes = Vec::new();
     for file in files {
-        let abs = std::path::absolute(Path::new(file)).unwrap_or_else(|_| PathBuf::from(file));
+        let abs = normalize(
+            &std::path::absolute(Path::new(file)).unwrap_or_else(|_| PathBuf::from(file)),
+        );
         let err = |problem: String| AttachError {
             path: abs.clone(),
             problem,
@@ -85,6 +87,23 @@ pub fn prepare(files: &[String], prompt: &str) -> Result<Prepared, AttachError> 
         images,
         notes,
     })
+}
+
+/// Removes `.` and `..` lexically, as Node's `path.resolve` does for the old runner's
+/// `<file name="…">` (symlinks are not resolved).
+fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
 }
 
 fn read_limited(path: &Path) -> Result<Vec<u8>, String> {

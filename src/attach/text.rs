@@ -38,6 +38,10 @@ pub fn wrap(abs_path: &str, bytes: &[u8]) -> Result<Option<String>, TextError> {
         return Err(TextError::Binary);
     }
     let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    if body.is_empty() {
+        // A file holding only a BOM is empty too.
+        return Ok(None);
+    }
     let text = std::str::from_utf8(body).map_err(|e| TextError::InvalidUtf8 {
         offset: e.valid_up_to() + (bytes.len() - body.len()),
     })?;
@@ -78,6 +82,7 @@ mod tests {
     #[test]
     fn empty_binary_and_invalid_utf8() {
         assert_eq!(wrap("/a", b"").unwrap(), None);
+        assert_eq!(wrap("/a", b"\xEF\xBB\xBF").unwrap(), None);
         assert_eq!(wrap("/a", b"ab\0cd"), Err(TextError::Binary));
         assert_eq!(
             wrap("/a", b"caf\xe9\n"),

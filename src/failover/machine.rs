@@ -200,6 +200,8 @@ pub struct Machine {
     thinking_sent: bool,
     /// A switch waiting for Pi to accept the new model.
     pending_switch: Option<SwitchEntry>,
+    /// A prompt was accepted and its attempt has not been judged yet.
+    attempt_open: bool,
     /// (model, class) failures already recorded this round: Pi's own retries of the same
     /// failure must not double the cooldown again and again within one run.
     recorded: BTreeSet<(String, FailureClass)>,
@@ -268,6 +270,7 @@ impl Machine {
             thinking: options.thinking,
             thinking_sent: false,
             pending_switch: None,
+            attempt_open: false,
             recorded: BTreeSet::new(),
             last_now: None,
             waiting: 0,
@@ -357,6 +360,24 @@ impl Machine {
 
     pub fn current(&self) -> Option<&ModelInfo> {
         self.current.as_ref()
+    }
+
+    /// The attempt still under way when the run ended without judging it (interrupt, deadline,
+    /// Pi died): its model and how long it ran. `failure` is left for the caller to fill in.
+    pub fn open_attempt(&self, now: Now) -> Option<Attempt> {
+        if !self.attempt_open {
+            return None;
+        }
+        let model = self.current.as_ref()?.key();
+        let duration_ms = self.attempt_started.map_or(0, |t| {
+            u64::try_from(now.instant.saturating_duration_since(t).as_millis()).unwrap_or(u64::MAX)
+        });
+        Some(Attempt {
+            model,
+            failure: None,
+            error: None,
+            duration_ms,
+        })
     }
 
     /// The model Pi was on when this run started (before any switch).
@@ -621,6 +642,7 @@ impl Machine {
                 }
                 self.phase = Phase::Running;
                 self.attempt_started = Some(now.instant);
+                self.attempt_open = true;
                 if self.round_start.is_none() {
                     self.round_start = Some(now.instant);
                 }
@@ -1033,6 +1055,7 @@ impl Machine {
         );
         let class = verdict.class;
         let scope = verdict.scope;
+        self.attempt_open = false;
         self.attempts.push(Attempt {
             model: keys.model.clone(),
             failure: Some(verdict),
@@ -1153,9 +1176,13 @@ impl Machine {
             false,
         );
         self.switches += 1;
-        let delta = Delta::Switch(entry);
-        self.health.apply(&delta, self.cfg.cooldown_scale);
-        self.actions.push_back(Action::Record(delta));
+        // Skipping a start model already known to be dead is not news for the shared log
+        // (a batch would otherwise write one entry per job).
+        if entry.reason != "unhealthy" {
+            let delta = Delta::Switch(entry);
+            self.health.apply(&delta, self.cfg.cooldown_scale);
+            self.actions.push_back(Action::Record(delta));
+        }
         // The round window restarts at each successful switch.
         if self.round_start.is_some() {
             self.round_start = Some(now.instant);
@@ -1253,6 +1280,7 @@ impl Machine {
                     .unwrap_or(u64::MAX)
             })
             .unwrap_or(0);
+        self.attempt_open = false;
         self.attempts.push(Attempt {
             model: model.key(),
             failure: None,

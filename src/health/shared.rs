@@ -75,6 +75,10 @@ impl Backend for Shared {
             Ok(loaded) => {
                 for w in &loaded.warnings {
                     (self.warn)(&format!("warning: {w}"));
+                    // Already explained: nothing will be saved, and once is enough.
+                    if matches!(w, super::store::Warning::NewerSchema { .. }) {
+                        self.broken = true;
+                    }
                 }
                 self.memory.health = loaded.health.clone();
                 loaded.health
