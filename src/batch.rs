@@ -266,6 +266,13 @@ pub async fn run(
         codes.len(),
         codes.len() - failed
     ));
+    if let Some(sig) = interrupted {
+        output::error_line(match sig {
+            Interrupt::Int => "interrupted (SIGINT); unfinished jobs were not printed",
+            Interrupt::Term => "terminated (SIGTERM); unfinished jobs were not printed",
+            Interrupt::Hup => "terminated (SIGHUP); unfinished jobs were not printed",
+        });
+    }
     if let Some(e) = write_error {
         output::error_line(&format!("cannot write results to stdout: {e}"));
         return Exit::Error;
@@ -294,7 +301,10 @@ async fn run_line(
                 "{label}: ok ({}/{}, {} ms, worker {worker})",
                 m.provider, m.id, report.elapsed_ms
             ),
-            (_, Some(e)) => format!("{label} (line {number}): exit {}: {e}", report.exit.code()),
+            (_, Some(e)) if id.is_some() => {
+                format!("{label} (line {number}): exit {}: {e}", report.exit.code())
+            }
+            (_, Some(e)) => format!("exit {}: {e}", report.exit.code()),
             _ => format!("{label} (line {number}): exit {}", report.exit.code()),
         };
         Done {

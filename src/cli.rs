@@ -212,16 +212,43 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => {
             return match clap_error(&e) {
                 Some(usage) => Err(usage),
-                None => Ok(Parsed::Info(e.to_string())),
+                None => {
+                    // Like the old runner, scanning stops at `--help`, but a bad argument
+                    // before it still wins (`@ --help` is an error, not help).
+                    if e.kind() == ErrorKind::DisplayHelp
+                        && let Some(err) = error_before_help(&args)
+                    {
+                        return Err(err);
+                    }
+                    Ok(Parsed::Info(e.to_string()))
+                }
             };
         }
     };
     cli.into_invocation().map(Parsed::Run)
+}
+
+/// The usage error among the arguments before the first `-h`/`--help`, if any (a missing
+/// prompt does not count: help needs none).
+fn error_before_help(args: &[OsString]) -> Option<UsageError> {
+    let at = args
+        .iter()
+        .take_while(|a| *a != "--")
+        .position(|a| a == "-h" || a == "--help")?;
+    let prefix = &args[..at];
+    match Cli::try_parse_from(prefix) {
+        Err(e) => clap_error(&e),
+        Ok(cli) => match cli.into_invocation() {
+            Err(e) if e.0 != "a prompt is required" => Some(e),
+            _ => None,
+        },
+    }
 }
 
 /// Turns clap's error into our one-line usage error; `None` for help/version output.
@@ -234,6 +261,13 @@ fn clap_error(e: &clap::Error) -> Option<UsageError> {
     let msg = match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => return None,
         ErrorKind::UnknownArgument => format!("unsupported option: {}", arg()),
+        ErrorKind::MissingRequiredArgument => {
+            let missing = match e.get(ContextKind::InvalidArg) {
+                Some(ContextValue::Strings(v)) => v.join(", "),
+                _ => String::new(),
+            };
+            format!("{missing} is required by an option given (see --help)")
+        }
         ErrorKind::InvalidValue | ErrorKind::NoEquals => {
             let value = match e.get(ContextKind::InvalidValue) {
                 Some(ContextValue::String(s)) => s.clone(),

@@ -289,7 +289,15 @@ impl Session {
                 });
             }
             Ended::Machine(Outcome::EmptyAnswer) => {
-                report.error = Some("Pi returned an empty answer".to_string());
+                let tried = machine.tried();
+                report.error = Some(if tried.len() > 1 {
+                    format!(
+                        "Pi returned an empty answer and no other model was left; tried: {}",
+                        tried.join(", ")
+                    )
+                } else {
+                    "Pi returned an empty answer".to_string()
+                });
             }
             Ended::Machine(Outcome::Aborted) => {
                 report.error = Some("the run was aborted".to_string());

@@ -58,7 +58,8 @@ pub fn from_lookup(
         _ => home.map(|h| h.join(".pi").join("agent")),
     };
     let ms = |name: &str, default: u64| -> Result<Duration, ConfigError> {
-        match var(name) {
+        // An empty value is unset (CI files often write `VAR=`).
+        match var(name).filter(|v| !v.is_empty()) {
             None => Ok(Duration::from_millis(default)),
             Some(v) => match crate::cli::parse_decimal(&v.to_string_lossy()) {
                 Some(n) if n > 0 => Ok(Duration::from_millis(n)),
@@ -69,7 +70,7 @@ pub fn from_lookup(
             },
         }
     };
-    let cooldown_scale = match var("CCSWITCH_COOLDOWN_SCALE") {
+    let cooldown_scale = match var("CCSWITCH_COOLDOWN_SCALE").filter(|v| !v.is_empty()) {
         None => 1.0,
         Some(v) => match v.to_string_lossy().trim().parse::<f64>() {
             Ok(f) if (0.0..=1.0).contains(&f) => f,
@@ -225,6 +226,14 @@ mod tests {
             assert!(err.0.starts_with("CCSWITCH_ROUND_LIMIT_MS"), "{bad}");
         }
         assert!(load_with(&[("CCSWITCH_COOLDOWN_SCALE", "2")]).is_err());
+        let empty =
+            load_with(&[("CCSWITCH_STALL_MS", ""), ("CCSWITCH_COOLDOWN_SCALE", "")]).unwrap();
+        assert_eq!(
+            empty.stall,
+            Duration::from_millis(DEFAULT_STALL_MS),
+            "empty = unset"
+        );
+        assert_eq!(empty.cooldown_scale, 1.0);
         assert_eq!(
             load_with(&[("CCSWITCH_COOLDOWN_SCALE", "0.01")])
                 .unwrap()

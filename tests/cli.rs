@@ -210,9 +210,9 @@ fn attachment_errors_exit_2_before_pi_starts() {
     big.set_len(20 * 1024 * 1024 + 1).expect("grow");
     let cases = [
         ("@missing.txt", "file not found"),
-        ("@adir", "not a regular file"),
+        ("@adir", "not a regular text file"),
         ("@nul.bin", "binary files are not supported"),
-        ("@latin1.txt", "not valid UTF-8"),
+        ("@latin1.txt", "not a UTF-8 text file"),
         ("@doc.pdf", "application/pdf"),
         ("@big.txt", "too large"),
     ];

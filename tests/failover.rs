@@ -43,6 +43,7 @@ both_versions!(
     thinking_level_survives_a_switch,
     round_window_ends_failover,
     a_retry_after_a_switch_stays_on_the_new_model,
+    two_failovers_after_a_tool_send_one_continuation,
 );
 
 const PROMPT: &str = "Summarise the plan.";
@@ -479,5 +480,47 @@ fn a_retry_after_a_switch_stays_on_the_new_model(v: &str) {
     assert!(
         state["providers"]["fake-b"].is_null(),
         "fake-b was not blamed for a's quota"
+    );
+}
+
+/// Regression (acceptance review): after a tool ran, a second failover stacked a second
+/// continuation prompt on top of the first.
+fn two_failovers_after_a_tool_send_one_continuation(v: &str) {
+    let providers = vec![
+        ProviderSpec::new("fake-a", "a", vec![ModelSpec::text("m-main")]),
+        ProviderSpec::new("fake-b", "b", vec![ModelSpec::text("m-main")]),
+        ProviderSpec::new("fake-c", "c", vec![ModelSpec::text("m-main")]),
+    ];
+    let env = env_with(v, &providers);
+    env.llm.script(
+        "a",
+        "m-main",
+        vec![
+            Behaviour::tool("bash", json!({"command": "echo ran >> ran.log"})),
+            Behaviour::Status402,
+        ],
+    );
+    env.llm.script("b", "m-main", vec![Behaviour::Status402]);
+    env.llm
+        .script("c", "m-main", vec![Behaviour::text(FALLBACK_TEXT)]);
+    let out = env.run(["--provider", "fake-a", "--model", "m-main", PROMPT]);
+    out.assert_success();
+    assert_eq!(out.stdout, format!("{FALLBACK_TEXT}\n"), "{}", out.dump());
+    let c = env.llm.requests_to("c", "m-main");
+    assert_eq!(c.len(), 1);
+    let roles: Vec<&str> = c[0]
+        .roles()
+        .into_iter()
+        .filter(|r| *r != "system" && *r != "developer")
+        .collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "tool", "user"],
+        "{:?}",
+        c[0].messages
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.cwd.join("ran.log")).expect("tool ran"),
+        "ran\n"
     );
 }

@@ -461,6 +461,19 @@ const RATE_LIMIT: &[Marker] = &[
     Sub("并发"),
 ];
 
+/// Overload words that mean an outage even in the body of a 400/404/422.
+const OVERLOAD_ON_4XX: &[Marker] = &[
+    Sub("overload"),
+    Sub("server busy"),
+    Sub("server is busy"),
+    Sub("service unavailable"),
+    Sub("temporarily unavailable"),
+    Sub("服务繁忙"),
+    Sub("系统繁忙"),
+    Sub("服务器繁忙"),
+    Sub("负载过高"),
+];
+
 const ENDPOINT: &[Marker] = &[
     Sub("terminated"),
     Sub("stream ended"),
@@ -623,7 +636,15 @@ pub fn classify(obs: &Observation<'_>) -> Classification {
         }
         // A 400/404/422 names a request the model rejected; a transport word in its body
         // (a parameter called `timeout`, "upstream model not found") does not make it an outage.
+        // An explicit overload is still an outage whatever the status (SPEC order).
         if rule.class == FailureClass::Endpoint && status.is_some_and(is_model_status) {
+            if let Some((start, end)) = first_match(&norm, OVERLOAD_ON_4XX) {
+                return verdict(
+                    rule.class,
+                    rule.scope,
+                    text[start..end].to_ascii_lowercase(),
+                );
+            }
             continue;
         }
         if let Some((start, end)) = first_match(&norm, rule.markers) {
@@ -746,6 +767,17 @@ mod tests {
             let c = text(msg);
             assert_eq!((c.class, c.scope), (class, scope), "{msg}");
         }
+    }
+
+    #[test]
+    fn an_overload_beats_a_4xx_status_but_a_transport_word_does_not() {
+        let c = text(r#"400: {"message":"The server is overloaded, please retry"}"#);
+        assert_eq!(
+            (c.class, c.matched.as_str()),
+            (FailureClass::Endpoint, "overload")
+        );
+        let c = text(r#"400: {"message":"Unsupported parameter: 'timeout'"}"#);
+        assert_eq!(c.class, FailureClass::Model);
     }
 
     #[test]

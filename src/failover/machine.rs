@@ -241,7 +241,11 @@ pub struct Machine {
     last_seq: u64,
     judged_seq: u64,
     tools_running: u32,
-    tools_ran: bool,
+    /// A tool finished since the last prompt was sent: its result must stay in the context,
+    /// so the next model gets a continuation prompt instead of a fork.
+    tools_since_prompt: bool,
+    /// The last prompt sent was the continuation prompt (a later fork re-sends it, once).
+    continued: bool,
     watch: Watch,
     watchdog_fired: bool,
     aborting: Option<Instant>,
@@ -303,7 +307,8 @@ impl Machine {
             last_seq: 0,
             judged_seq: 0,
             tools_running: 0,
-            tools_ran: false,
+            tools_since_prompt: false,
+            continued: false,
             watch: Watch::Off,
             watchdog_fired: false,
             aborting: None,
@@ -434,7 +439,7 @@ impl Machine {
             }
             Incoming::ToolExecutionEnd {} => {
                 self.tools_running = self.tools_running.saturating_sub(1);
-                self.tools_ran = true;
+                self.tools_since_prompt = true;
                 if self.tools_running == 0 {
                     self.progress(now);
                 }
@@ -677,11 +682,7 @@ impl Machine {
                     // Drop the queued prompt and choose again. Any fork already happened, so
                     // the next candidate only needs set_model + prompt.
                     self.queue.clear();
-                    let mode = if self.tools_ran {
-                        Redispatch::Continue
-                    } else {
-                        Redispatch::Initial
-                    };
+                    let mode = self.redispatch_mode(false);
                     self.choose_and_switch(now, mode, "model");
                 }
             }
@@ -744,11 +745,7 @@ impl Machine {
             Some(current) if verdict.class == FailureClass::Auth && !self.interrupted => {
                 let plan = self.judge(now, &current, verdict, &error);
                 // Nothing reached the session, so there is nothing to fork away from.
-                let mode = if self.tools_ran {
-                    Redispatch::Continue
-                } else {
-                    Redispatch::Initial
-                };
+                let mode = self.redispatch_mode(false);
                 self.execute_with(now, plan, mode);
             }
             _ => self.finish(Outcome::Fatal(error)),
@@ -848,6 +845,11 @@ impl Machine {
         self.judged_seq = self.last_seq;
         let plan = self.judge(now, &current, verdict, &error);
         match plan {
+            Plan::Exhaust(_) if self.round_expired(now) => {
+                self.plan = Some(Plan::Exhaust(self.round_expired_reason()));
+                self.phase = Phase::Settling;
+                self.send(Command::AbortRetry, Tag::AbortRetry);
+            }
             Plan::Exhaust(_) => {
                 // Nowhere else to go: let Pi's own retry try the same model again.
                 self.progress_line(
@@ -859,11 +861,18 @@ impl Machine {
                     false,
                 );
                 self.plan = None;
-                if self.round_expired(now) {
-                    self.plan = Some(Plan::Exhaust(self.round_expired_reason()));
-                    self.phase = Phase::Settling;
-                    self.send(Command::AbortRetry, Tag::AbortRetry);
-                }
+            }
+            Plan::RetrySame if self.tools_since_prompt => {
+                // Pi's own retry re-sends the exact conversation, tool results included; ours
+                // would have to add a continuation prompt. Worth its short backoff.
+                self.progress_line(
+                    format!(
+                        "retry {} once (server error; Pi's own retry)",
+                        current.key()
+                    ),
+                    false,
+                );
+                self.plan = None;
             }
             plan => {
                 // Switch (or retry) now instead of sitting through Pi's backoff. The command
@@ -964,7 +973,8 @@ impl Machine {
             return Plan::Exhaust(self.round_expired_reason());
         }
         // A one-off 5xx gets one immediate retry on the same model.
-        let is_5xx = verdict.status.is_some_and(|s| (500..600).contains(&s));
+        let is_5xx = class == FailureClass::Endpoint
+            && verdict.status.is_some_and(|s| (500..600).contains(&s));
         if is_5xx && self.retried_same.insert(current.key()) {
             self.tried.remove(&current.key());
             return Plan::RetrySame;
@@ -976,12 +986,21 @@ impl Machine {
     }
 
     fn execute(&mut self, now: Now, plan: Plan) {
-        let mode = if self.tools_ran {
-            Redispatch::Continue
-        } else {
-            Redispatch::Fork
-        };
+        let mode = self.redispatch_mode(true);
         self.execute_with(now, plan, mode);
+    }
+
+    /// How the next attempt reaches the model. Tools finished since the last prompt: keep
+    /// their results and continue. Otherwise the last prompt is sent again — after a fork at
+    /// it when the failed attempt is in the session (`fork_away`), so nothing is duplicated.
+    fn redispatch_mode(&self, fork_away: bool) -> Redispatch {
+        if self.tools_since_prompt {
+            Redispatch::Continue
+        } else if fork_away {
+            Redispatch::Fork
+        } else {
+            Redispatch::Initial
+        }
     }
 
     fn execute_with(&mut self, now: Now, plan: Plan, mode: Redispatch) {
@@ -1042,6 +1061,9 @@ impl Machine {
                     .unwrap_or(u64::MAX)
             })
             .unwrap_or(0);
+        // Printed and stored error text is redacted and cut to a few hundred characters.
+        let error = crate::redact::redact_capped(error, 300);
+        let error = error.as_str();
         self.progress_line(
             format!(
                 "fail {} ({}, {} scope, matched {:?}): {}",
@@ -1222,16 +1244,17 @@ impl Machine {
             });
             self.thinking_sent = true;
         }
-        let message = if mode == Redispatch::Continue {
-            CONTINUATION_PROMPT.to_string()
+        // A continuation is added only after new tool work; otherwise the last prompt is sent
+        // again as it was (after a fork, or when it never reached the session).
+        if mode == Redispatch::Continue {
+            self.continued = true;
+        }
+        let (message, images) = if self.continued {
+            (CONTINUATION_PROMPT.to_string(), Vec::new())
         } else {
-            self.prompt.clone()
+            (self.prompt.clone(), self.images.clone())
         };
-        let images = if mode == Redispatch::Continue {
-            Vec::new()
-        } else {
-            self.images.clone()
-        };
+        self.tools_since_prompt = false;
         self.queue.push_back(Command::Prompt { message, images });
         self.run_queue();
     }

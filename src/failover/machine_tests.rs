@@ -1076,3 +1076,97 @@ fn a_refused_set_model_is_not_counted_as_a_switch() {
         .collect();
     assert_eq!(switches, ["a/m1 -> c/vision (model)"]);
 }
+
+#[test]
+fn a_second_failover_after_tools_forks_away_the_first_continuation() {
+    let mut h = H::new(Health::default(), vec![]);
+    let pool3 = vec![
+        model("a", "m1", false, 128_000),
+        model("b", "m1", false, 128_000),
+        model("c", "m1", false, 128_000),
+    ];
+    let sent = h.start(model("a", "m1", false, 128_000), pool3);
+    h.ok_prompt(&sent);
+    h.event(json!({"type": "agent_start"}));
+    h.assistant_end("toolUse", "", None);
+    h.event(json!({"type": "tool_execution_start"}));
+    h.event(json!({"type": "tool_execution_end"}));
+    h.assistant_end("error", "", Some(Q402));
+    h.settle();
+    let sent = h.sent();
+    let p = h.complete_redispatch(sent);
+    assert!(matches!(&p, Command::Prompt { message, .. } if message == CONTINUATION_PROMPT));
+    // b fails before doing any new tool work: c must see one continuation, not two.
+    h.fail_settled(Q402);
+    let sent = h.sent();
+    let names: Vec<_> = sent.iter().map(|(_, c)| c.name()).collect();
+    assert_eq!(names, ["get_fork_messages"]);
+    let p = h.complete_redispatch(sent);
+    assert!(
+        matches!(&p, Command::Prompt { message, images } if message == CONTINUATION_PROMPT && images.is_empty())
+    );
+    h.answer("done");
+    assert_eq!(answered_by(&h), "c/m1 done");
+}
+
+#[test]
+fn a_5xx_retry_after_tools_does_not_add_a_continuation() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.event(json!({"type": "agent_start"}));
+    h.assistant_end("toolUse", "", None);
+    h.event(json!({"type": "tool_execution_start"}));
+    h.event(json!({"type": "tool_execution_end"}));
+    h.assistant_end("error", "", Some(r#"503: {"message":"overloaded"}"#));
+    h.settle();
+    // New tool work since the prompt: the retry continues (one continuation).
+    let sent = h.sent();
+    let p = h.complete_redispatch(sent);
+    assert!(matches!(&p, Command::Prompt { message, .. } if message == CONTINUATION_PROMPT));
+    h.fail_settled(r#"503: {"message":"overloaded"}"#);
+    // No tool work since: the switch forks the continuation away and sends it once more.
+    let sent = h.sent();
+    assert_eq!(sent[0].1.name(), "get_fork_messages");
+}
+
+#[test]
+fn after_tools_a_one_off_5xx_is_left_to_pis_own_retry() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.event(json!({"type": "agent_start"}));
+    h.assistant_end("toolUse", "", None);
+    h.event(json!({"type": "tool_execution_start"}));
+    h.event(json!({"type": "tool_execution_end"}));
+    let err = r#"503: {"message":"overloaded"}"#;
+    h.assistant_end("error", "", Some(err));
+    h.event(
+        json!({"type": "auto_retry_start", "attempt": 1, "delayMs": 2000, "errorMessage": err}),
+    );
+    assert!(
+        h.sent().is_empty(),
+        "no abort_retry: Pi's retry keeps the exact conversation"
+    );
+    h.event(json!({"type": "agent_start"}));
+    h.assistant_end("stop", "Recovered.", None);
+    h.settle();
+    assert_eq!(answered_by(&h), "a/m1 Recovered.");
+}
+
+#[test]
+fn a_content_policy_refusal_with_a_5xx_status_is_not_retried_on_the_same_model() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.fail_settled(r#"500: {"message":"Output contains sensitive words"}"#);
+    let sent = h.sent();
+    h.complete_redispatch(sent);
+    let sets: Vec<String> = h
+        .commands()
+        .into_iter()
+        .filter(|c| c.starts_with("set_model"))
+        .collect();
+    // Not a same-model retry, and the m1 family is avoided: the switch goes to c.
+    assert_eq!(sets, ["set_model c/vision"]);
+}
