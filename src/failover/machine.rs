@@ -198,6 +198,8 @@ pub struct Machine {
     pending_set: bool,
     thinking: Option<String>,
     thinking_sent: bool,
+    /// The level Pi chose for a reasoning start model when none was asked for.
+    thinking_default: Option<String>,
     /// A switch waiting for Pi to accept the new model.
     pending_switch: Option<SwitchEntry>,
     /// A prompt was accepted and its attempt has not been judged yet.
@@ -273,6 +275,7 @@ impl Machine {
             start_model: options.start_model,
             thinking: options.thinking,
             thinking_sent: false,
+            thinking_default: None,
             pending_switch: None,
             attempt_open: false,
             recorded: BTreeSet::new(),
@@ -605,6 +608,17 @@ impl Machine {
                     .and_then(|d| d.get("model"))
                     .and_then(|m| serde_json::from_value::<ModelInfo>(m.clone()).ok())
                 {
+                    // With no level asked for, a reasoning start model shows the user's default
+                    // level; it is set again after switches, since Pi keeps a level clamped to
+                    // "off" by a non-reasoning model in between.
+                    if self.thinking.is_none() && model.reasoning {
+                        self.thinking_default = r
+                            .data
+                            .as_ref()
+                            .and_then(|d| d.get("thinkingLevel"))
+                            .and_then(Value::as_str)
+                            .map(str::to_string);
+                    }
                     self.pi_model = Some(model.clone());
                     self.current = Some(model);
                 }
@@ -1243,6 +1257,12 @@ impl Machine {
                 level: level.clone(),
             });
             self.thinking_sent = true;
+        } else if let Some(level) = &self.thinking_default
+            && switching
+        {
+            self.queue.push_back(Command::SetThinkingLevel {
+                level: level.clone(),
+            });
         }
         // A continuation is added only after new tool work; otherwise the last prompt is sent
         // again as it was (after a fork, or when it never reached the session).

@@ -1170,3 +1170,45 @@ fn a_content_policy_refusal_with_a_5xx_status_is_not_retried_on_the_same_model()
     // Not a same-model retry, and the m1 family is avoided: the switch goes to c.
     assert_eq!(sets, ["set_model c/vision"]);
 }
+
+#[test]
+fn without_a_requested_level_the_start_models_level_follows_switches() {
+    let mut h = H::new(Health::default(), vec![]);
+    let mut thinker = model("a", "r1", false, 128_000);
+    thinker["reasoning"] = json!(true);
+    let first = h.log.clone();
+    let ids: Vec<String> = first
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send { id, .. } => Some(id.clone()),
+            _ => None,
+        })
+        .collect();
+    h.respond(
+        &ids[0],
+        "get_state",
+        true,
+        json!({"model": thinker, "thinkingLevel": "medium"}),
+    );
+    h.respond(
+        &ids[1],
+        "get_available_models",
+        true,
+        json!({"models": pool()}),
+    );
+    let sent = h.sent();
+    assert_eq!(sent.len(), 1, "nothing sent about thinking at the start");
+    h.ok_prompt(&sent);
+    h.fail_settled(Q402);
+    let sent = h.sent();
+    h.complete_redispatch(sent);
+    assert!(
+        h.commands().ends_with(&[
+            "set_model b/m1".to_string(),
+            "set_thinking_level".to_string(),
+            "prompt".to_string()
+        ]),
+        "{:?}",
+        h.commands()
+    );
+}
