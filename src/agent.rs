@@ -209,18 +209,16 @@ impl Drop for Agent {
 
 /// `node --version` of the `node` on PATH, for explaining a start-up crash.
 pub fn node_version() -> Option<String> {
-    let out = std::process::Command::new("node")
-        .arg("--version")
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (!v.is_empty()).then_some(v)
+    version_of(std::ffi::OsStr::new("node"))
 }
 
 /// `pi --version`, for `--doctor`.
 pub fn pi_version(program: &OsString) -> Option<String> {
+    version_of(program)
+}
+
+/// What `program --version` prints, when it succeeds.
+fn version_of(program: &std::ffi::OsStr) -> Option<String> {
     let out = std::process::Command::new(program)
         .arg("--version")
         .stdin(Stdio::null())

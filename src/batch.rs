@@ -327,10 +327,12 @@ async fn run_line(
         Ok(p) => p,
         Err(e) => return finish(Some(&spec.id), Report::failed(Exit::Error, e.to_string())),
     };
-    let thinking = plan.thinking.clone().or_else(|| {
-        plan.complexity
-            .map(|c| crate::complexity_level(c, &spec.prompt, &prepared).to_string())
-    });
+    let thinking = crate::job_thinking(
+        plan.thinking.as_deref(),
+        plan.complexity,
+        &spec.prompt,
+        &prepared,
+    );
     let label = match &spec.id {
         Value::String(s) => format!("job {s}: "),
         other => format!("job {other}: "),

@@ -120,7 +120,12 @@ fn fallible(inv: &cli::Invocation) -> Result<Exit, String> {
     }
     let mut signals =
         signals::install().map_err(|e| format!("cannot install signal handlers: {e}"))?;
-    let thinking = thinking_for(inv, &prepared);
+    let thinking = job_thinking(
+        inv.thinking.as_deref(),
+        inv.task_complexity.as_deref().and_then(|c| c.parse().ok()),
+        &inv.prompt,
+        &prepared,
+    );
     let mut pi_args = inv.pi_args.clone();
     if inv.thinking.is_none()
         && let Some(level) = &thinking
@@ -193,28 +198,21 @@ fn read_batch_input(file: &str) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
-/// `--thinking` wins; else `--task-complexity` picks a level; else Pi's default stays.
-fn thinking_for(inv: &cli::Invocation, prepared: &attach::Prepared) -> Option<String> {
-    if let Some(level) = &inv.thinking {
-        return Some(level.clone());
-    }
-    let complexity = inv.task_complexity.as_deref()?.parse().ok()?;
-    Some(complexity_level(complexity, &inv.prompt, prepared).to_string())
-}
-
-/// The level `--task-complexity` gives for one prompt and its attachments.
-pub fn complexity_level(
-    complexity: complexity::Complexity,
+/// The thinking level of one prompt: `--thinking`, else `--task-complexity` estimated on this
+/// prompt and its attachments, else none (see `complexity::effective_thinking`).
+pub fn job_thinking(
+    thinking: Option<&str>,
+    complexity: Option<complexity::Complexity>,
     prompt: &str,
     prepared: &attach::Prepared,
-) -> &'static str {
+) -> Option<String> {
     let signals = complexity::Signals {
         prompt,
         input_chars: prepared.message.chars().count(),
         files: prepared.text_files,
         images: prepared.images.len(),
     };
-    complexity::thinking_level(complexity, &signals)
+    complexity::effective_thinking(thinking, complexity, &signals).map(str::to_string)
 }
 
 fn init_tracing(verbose: u8) {

@@ -25,6 +25,33 @@ fn jobs(n: usize) -> String {
         .collect()
 }
 
+/// `--batch FILE --jobs N` from prim/m, with `n` jobs written to FILE.
+fn batch_args(env: &TestEnv, n: usize, workers: &str) -> Vec<String> {
+    let path = env.dir.path().join("jobs.jsonl");
+    std::fs::write(&path, jobs(n)).expect("write jobs");
+    [
+        "--batch",
+        path.to_str().expect("utf-8 path"),
+        "--jobs",
+        workers,
+        "--no-tools",
+        "--provider",
+        "prim",
+        "--model",
+        "m",
+    ]
+    .iter()
+    .map(|s| (*s).to_string())
+    .collect()
+}
+
+/// Starts a batch in the background, stdout and stderr piped.
+fn spawn_batch(env: &TestEnv, n: usize, workers: &str) -> std::process::Child {
+    let mut cmd = env.cmd(batch_args(env, n, workers));
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.spawn().expect("spawn")
+}
+
 fn results(out: &Output) -> Vec<Value> {
     out.stdout
         .lines()
@@ -107,21 +134,7 @@ fn fifty_jobs(v: &str) {
 fn killing_pi_mid_batch_loses_no_job() {
     let env = TestEnv::new(PI_MIN, &providers());
     env.llm.set_default(Behaviour::Slow);
-    let path = env.dir.path().join("jobs.jsonl");
-    std::fs::write(&path, jobs(4)).expect("write jobs");
-    let mut cmd = env.cmd([
-        "--batch",
-        path.to_str().expect("utf-8 path"),
-        "--jobs",
-        "2",
-        "--no-tools",
-        "--provider",
-        "prim",
-        "--model",
-        "m",
-    ]);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let child = cmd.spawn().expect("spawn");
+    let child = spawn_batch(&env, 4, "2");
     env.llm.wait_requests(1, Duration::from_secs(30));
     let runner = child.id();
     let pis: Vec<u32> = pids_with_env_marker(&env.marker())
@@ -269,21 +282,7 @@ fn sigterm_mid_batch_exits_143_and_printed_results_stay_valid_jsonl() {
     let env = TestEnv::new(PI_MIN, &providers());
     env.llm
         .script("a", "m", vec![Behaviour::Ok, Behaviour::Hang]);
-    let path = env.dir.path().join("jobs.jsonl");
-    std::fs::write(&path, jobs(3)).expect("write jobs");
-    let mut cmd = env.cmd([
-        "--batch",
-        path.to_str().expect("utf-8 path"),
-        "--jobs",
-        "1",
-        "--no-tools",
-        "--provider",
-        "prim",
-        "--model",
-        "m",
-    ]);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let child = cmd.spawn().expect("spawn");
+    let child = spawn_batch(&env, 3, "1");
     env.llm.wait_requests(2, Duration::from_secs(30));
     // SAFETY: plain kill(2) of our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
@@ -356,27 +355,8 @@ fn task_complexity_is_estimated_per_job() {
 #[test]
 fn a_closed_stdout_stops_the_batch() {
     let env = TestEnv::new(PI_MIN, &providers());
-    let path = env.dir.path().join("jobs.jsonl");
-    std::fs::write(&path, jobs(20)).expect("write jobs");
-    let cmd = env.cmd([
-        "--batch",
-        path.to_str().expect("utf-8 path"),
-        "--jobs",
-        "1",
-        "--no-tools",
-        "--provider",
-        "prim",
-        "--model",
-        "m",
-    ]);
-    let line: Vec<String> = std::iter::once(BIN.to_string())
-        .chain(cmd.get_args().map(|a| format!("'{}'", a.to_string_lossy())))
-        .collect();
-    let mut sh = std::process::Command::new("sh");
-    sh.args(["-c", &format!("{} | head -n 1", line.join(" "))])
-        .env_clear()
-        .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
-        .current_dir(&env.cwd);
+    let line = env.shell_line(batch_args(&env, 20, "1"));
+    let sh = env.other_cmd("sh", ["-c", &format!("{line} | head -n 1")]);
     let out = run_command(sh, None, RUN_TIMEOUT);
     out.assert_success();
     assert_eq!(out.stdout.lines().count(), 1);

@@ -3,19 +3,13 @@
 
 #![allow(clippy::disallowed_methods)] // the clock/env chokepoints are rules for the library
 
+#[macro_use]
 mod support;
 
 use std::time::Duration;
 
 use serde_json::json;
 use support::*;
-
-macro_rules! both_versions {
-    ($($name:ident),* $(,)?) => {
-        mod pi_min { $( #[test] fn $name() { super::$name(super::PI_MIN) } )* }
-        mod pi_newest { $( #[test] fn $name() { super::$name(super::PI_NEWEST) } )* }
-    };
-}
 
 both_versions!(
     status_401,

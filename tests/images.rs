@@ -6,6 +6,7 @@
 
 #![allow(clippy::disallowed_methods)] // the clock/env chokepoints are rules for the library
 
+#[macro_use]
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -14,13 +15,6 @@ use std::sync::OnceLock;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use support::*;
-
-macro_rules! both_versions {
-    ($($name:ident),* $(,)?) => {
-        mod pi_min { $( #[test] fn $name() { super::$name(super::PI_MIN) } )* }
-        mod pi_newest { $( #[test] fn $name() { super::$name(super::PI_NEWEST) } )* }
-    };
-}
 
 both_versions!(
     png_and_jpeg_reach_a_vision_model_in_order,

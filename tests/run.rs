@@ -3,6 +3,7 @@
 
 #![allow(clippy::disallowed_methods)] // the clock/env chokepoints are rules for the library
 
+#[macro_use]
 mod support;
 
 use std::os::unix::fs::symlink;
@@ -10,14 +11,6 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use support::*;
-
-/// Generates one test per Pi version for each scenario function.
-macro_rules! both_versions {
-    ($($name:ident),* $(,)?) => {
-        mod pi_min { $( #[test] fn $name() { super::$name(super::PI_MIN) } )* }
-        mod pi_newest { $( #[test] fn $name() { super::$name(super::PI_NEWEST) } )* }
-    };
-}
 
 both_versions!(
     answers_with_only_the_final_text,
@@ -259,15 +252,7 @@ fn works_through_a_symlink(v: &str) {
     let env = TestEnv::new(v, &providers());
     let link = env.dir.path().join("bin-link");
     symlink(BIN, &link).expect("symlink");
-    let cmd = env.cmd(args(&["hi"]));
-    let mut real = std::process::Command::new(&link);
-    real.args(cmd.get_args())
-        .env_clear()
-        .envs(
-            cmd.get_envs()
-                .filter_map(|(k, val)| val.map(|val| (k, val))),
-        )
-        .current_dir(&env.cwd);
+    let real = env.other_cmd(&link, args(&["hi"]));
     let out = run_command(real, None, RUN_TIMEOUT);
     out.assert_success();
     assert_eq!(out.stdout, "Hello from the fake LLM.\n");
@@ -380,20 +365,11 @@ fn live_status_only_on_a_terminal() {
         out.dump()
     );
     // Under a pseudo-terminal (util-linux `script`), stderr is a terminal.
-    let cmd = env.cmd(args(&["say", "hello"]));
-    let line: Vec<String> = std::iter::once(BIN.to_string())
-        .chain(cmd.get_args().map(|a| format!("'{}'", a.to_string_lossy())))
-        .collect();
-    let mut script = std::process::Command::new("script");
-    script
-        .args([
-            "-qec",
-            &format!("{} 2>&1 >/dev/null", line.join(" ")),
-            "/dev/null",
-        ])
-        .env_clear()
-        .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
-        .current_dir(&env.cwd);
+    let line = env.shell_line(args(&["say", "hello"]));
+    let script = env.other_cmd(
+        "script",
+        ["-qec", &format!("{line} 2>&1 >/dev/null"), "/dev/null"],
+    );
     let out = run_command(script, None, RUN_TIMEOUT);
     out.assert_success();
     assert!(

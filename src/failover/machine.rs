@@ -28,6 +28,10 @@ pub const CONTINUATION_PROMPT: &str = "The previous model failed before finishin
 task from the current state. Do not repeat tool calls that already completed; use their results \
 above. Then give the final answer.";
 
+/// Switch reason for leaving a start model already known to be dead before any request; such a
+/// switch is announced but not written to the shared switch log.
+const UNHEALTHY: &str = "unhealthy";
+
 /// How long Pi may take to settle after `abort` before the run is declared wedged.
 const ABORT_GRACE: Duration = Duration::from_secs(10);
 /// How long Pi may take to answer a command (start-up included, normally ~0.5 s).
@@ -821,7 +825,7 @@ impl Machine {
                 let reason = if needs_images && !current.accepts_images() {
                     "modality"
                 } else {
-                    "unhealthy"
+                    UNHEALTHY
                 };
                 self.choose_and_switch(now, Redispatch::Initial, reason);
             }
@@ -1129,11 +1133,8 @@ impl Machine {
         if !self.recorded.insert((keys.model.clone(), class)) {
             return;
         }
-        let key = match scope {
-            Scope::Provider => keys.provider,
-            Scope::Endpoint => keys.endpoint,
-            Scope::Model => keys.model,
-            Scope::Round => return,
+        let Some(key) = keys.get(scope).map(str::to_string) else {
+            return;
         };
         let delta = Delta::Failure {
             at: now.wall_ms,
@@ -1214,7 +1215,7 @@ impl Machine {
         self.switches += 1;
         // Skipping a start model already known to be dead is not news for the shared log
         // (a batch would otherwise write one entry per job).
-        if entry.reason != "unhealthy" {
+        if entry.reason != UNHEALTHY {
             let delta = Delta::Switch(entry);
             self.health.apply(&delta, self.cfg.cooldown_scale);
             self.actions.push_back(Action::Record(delta));

@@ -51,7 +51,21 @@ impl H {
     }
 
     fn with(cfg: Config, health: Health, images: Vec<ImageContent>) -> H {
-        let m = Machine::new(cfg, health, "Summarise.".into(), images);
+        Self::from_machine(Machine::new(cfg, health, "Summarise.".into(), images))
+    }
+
+    fn with_options(options: Options) -> H {
+        Self::from_machine(Machine::with_options(
+            cfg(),
+            Health::default(),
+            "Summarise.".into(),
+            vec![],
+            options,
+        ))
+    }
+
+    /// Wraps a machine; its first commands are in the log, not yet returned by `sent()`.
+    fn from_machine(m: Machine) -> H {
         let mut h = H {
             m,
             base: crate::clock::now().instant,
@@ -122,15 +136,19 @@ impl H {
     }
 
     /// get_state + get_available_models answered; returns the commands that follow.
-    fn start(&mut self, current: Value, models: Vec<Value>) -> Vec<(String, Command)> {
-        let first = self.log.clone();
-        let ids: Vec<String> = first
+    /// The commands the machine sent on creation.
+    fn initial(&self) -> Vec<(String, Command)> {
+        self.log[..self.cursor]
             .iter()
             .filter_map(|a| match a {
-                Action::Send { id, .. } => Some(id.clone()),
+                Action::Send { id, command } => Some((id.clone(), command.clone())),
                 _ => None,
             })
-            .collect();
+            .collect()
+    }
+
+    fn start(&mut self, current: Value, models: Vec<Value>) -> Vec<(String, Command)> {
+        let ids: Vec<String> = self.initial().into_iter().map(|(id, _)| id).collect();
         self.respond(&ids[0], "get_state", true, json!({"model": current}));
         self.respond(
             &ids[1],
@@ -166,6 +184,28 @@ impl H {
         self.assistant_end("error", "", Some(error));
         self.event(json!({"type": "agent_end", "willRetry": false}));
         self.settle();
+    }
+
+    /// An attempt that calls a tool which completes (the next LLM call is under way).
+    fn tool_turn(&mut self) {
+        self.event(json!({"type": "agent_start"}));
+        self.assistant_end("toolUse", "", None);
+        self.event(json!({"type": "tool_execution_start"}));
+        self.event(json!({"type": "tool_execution_end"}));
+    }
+
+    /// Answers `get_fork_messages` and `fork` of a fork re-dispatch; returns what follows.
+    fn answer_fork(&mut self, mut sent: Vec<(String, Command)>) -> Vec<(String, Command)> {
+        for _ in 0..2 {
+            let (id, cmd) = sent.pop().expect("a fork command");
+            let data = match cmd {
+                Command::GetForkMessages => json!({"messages": [{"entryId": "e1", "text": "x"}]}),
+                _ => json!({"cancelled": false}),
+            };
+            self.respond(&id, cmd.name(), true, data);
+            sent = self.sent();
+        }
+        sent
     }
 
     fn answer(&mut self, text: &str) {
@@ -668,17 +708,8 @@ fn refused_set_model_moves_to_the_next_candidate() {
     let sent = h.start(model("a", "m1", false, 128_000), pool());
     h.ok_prompt(&sent);
     h.fail_settled(Q402);
-    let mut sent = h.sent();
-    // fork bookkeeping
-    for _ in 0..2 {
-        let (id, cmd) = sent.pop().unwrap();
-        let data = match cmd {
-            Command::GetForkMessages => json!({"messages": [{"entryId": "e1", "text": "x"}]}),
-            _ => json!({"cancelled": false}),
-        };
-        h.respond(&id, cmd.name(), true, data);
-        sent = h.sent();
-    }
+    let sent = h.sent();
+    let mut sent = h.answer_fork(sent);
     let (id, cmd) = sent.pop().unwrap();
     assert_eq!(cmd.name(), "set_model");
     h.respond(&id, "set_model", false, Value::Null);
@@ -771,15 +802,8 @@ fn a_reused_pi_gets_a_fresh_session_and_the_start_model_back() {
         thinking: None,
         id_prefix: String::new(),
     };
-    let m = Machine::with_options(cfg(), Health::default(), "Summarise.".into(), vec![], opts);
-    let mut h = H {
-        m,
-        base: crate::clock::now().instant,
-        t: 0,
-        log: Vec::new(),
-        cursor: 0,
-    };
-    let sent = h.sent();
+    let mut h = H::with_options(opts);
+    let sent = h.initial();
     assert_eq!(
         sent.len(),
         1,
@@ -860,16 +884,7 @@ fn the_thinking_level_is_sent_again_after_every_switch() {
         thinking: Some("high".into()),
         ..Options::default()
     };
-    let m = Machine::with_options(cfg(), Health::default(), "Summarise.".into(), vec![], opts);
-    let mut h = H {
-        m,
-        base: crate::clock::now().instant,
-        t: 0,
-        log: Vec::new(),
-        cursor: 0,
-    };
-    h.drain();
-    h.cursor = h.log.len();
+    let mut h = H::with_options(opts);
     let sent = h.start(model("a", "m1", false, 128_000), pool());
     let (id, cmd) = sent[0].clone();
     assert_eq!(
@@ -1050,16 +1065,8 @@ fn a_refused_set_model_is_not_counted_as_a_switch() {
     let sent = h.start(model("a", "m1", false, 128_000), pool());
     h.ok_prompt(&sent);
     h.fail_settled(Q402);
-    let mut sent = h.sent();
-    for _ in 0..2 {
-        let (id, cmd) = sent.pop().unwrap();
-        let data = match cmd {
-            Command::GetForkMessages => json!({"messages": [{"entryId": "e1", "text": "x"}]}),
-            _ => json!({"cancelled": false}),
-        };
-        h.respond(&id, cmd.name(), true, data);
-        sent = h.sent();
-    }
+    let sent = h.sent();
+    let mut sent = h.answer_fork(sent);
     let (id, _) = sent.pop().unwrap();
     h.respond(&id, "set_model", false, Value::Null);
     let sent = h.sent();
@@ -1087,10 +1094,7 @@ fn a_second_failover_after_tools_forks_away_the_first_continuation() {
     ];
     let sent = h.start(model("a", "m1", false, 128_000), pool3);
     h.ok_prompt(&sent);
-    h.event(json!({"type": "agent_start"}));
-    h.assistant_end("toolUse", "", None);
-    h.event(json!({"type": "tool_execution_start"}));
-    h.event(json!({"type": "tool_execution_end"}));
+    h.tool_turn();
     h.assistant_end("error", "", Some(Q402));
     h.settle();
     let sent = h.sent();
@@ -1114,10 +1118,7 @@ fn a_5xx_retry_after_tools_does_not_add_a_continuation() {
     let mut h = H::new(Health::default(), vec![]);
     let sent = h.start(model("a", "m1", false, 128_000), pool());
     h.ok_prompt(&sent);
-    h.event(json!({"type": "agent_start"}));
-    h.assistant_end("toolUse", "", None);
-    h.event(json!({"type": "tool_execution_start"}));
-    h.event(json!({"type": "tool_execution_end"}));
+    h.tool_turn();
     h.assistant_end("error", "", Some(r#"503: {"message":"overloaded"}"#));
     h.settle();
     // New tool work since the prompt: the retry continues (one continuation).
@@ -1135,10 +1136,7 @@ fn after_tools_a_one_off_5xx_is_left_to_pis_own_retry() {
     let mut h = H::new(Health::default(), vec![]);
     let sent = h.start(model("a", "m1", false, 128_000), pool());
     h.ok_prompt(&sent);
-    h.event(json!({"type": "agent_start"}));
-    h.assistant_end("toolUse", "", None);
-    h.event(json!({"type": "tool_execution_start"}));
-    h.event(json!({"type": "tool_execution_end"}));
+    h.tool_turn();
     let err = r#"503: {"message":"overloaded"}"#;
     h.assistant_end("error", "", Some(err));
     h.event(
@@ -1176,14 +1174,7 @@ fn without_a_requested_level_the_start_models_level_follows_switches() {
     let mut h = H::new(Health::default(), vec![]);
     let mut thinker = model("a", "r1", false, 128_000);
     thinker["reasoning"] = json!(true);
-    let first = h.log.clone();
-    let ids: Vec<String> = first
-        .iter()
-        .filter_map(|a| match a {
-            Action::Send { id, .. } => Some(id.clone()),
-            _ => None,
-        })
-        .collect();
+    let ids: Vec<String> = h.initial().into_iter().map(|(id, _)| id).collect();
     h.respond(
         &ids[0],
         "get_state",

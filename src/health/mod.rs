@@ -80,7 +80,20 @@ pub struct Keys {
     pub endpoint: String,
 }
 
+/// The breakers of a model, in the order they are checked.
+pub const BREAKER_SCOPES: [Scope; 3] = [Scope::Provider, Scope::Endpoint, Scope::Model];
+
 impl Keys {
+    /// The key of the model's breaker in `scope` (`None` for [`Scope::Round`]).
+    pub fn get(&self, scope: Scope) -> Option<&str> {
+        match scope {
+            Scope::Provider => Some(&self.provider),
+            Scope::Endpoint => Some(&self.endpoint),
+            Scope::Model => Some(&self.model),
+            Scope::Round => None,
+        }
+    }
+
     pub fn of(model: &ModelInfo) -> Keys {
         Keys {
             model: model.key(),
@@ -214,15 +227,11 @@ impl Health {
                 class,
                 error,
             } => {
-                let map = match scope {
-                    Scope::Provider => &mut self.providers,
-                    Scope::Endpoint => &mut self.endpoints,
-                    Scope::Model => &mut self.models,
-                    Scope::Round => return,
-                };
-                map.entry(key.clone())
-                    .or_default()
-                    .fail(*at, *class, error, cooldown_scale);
+                if let Some(map) = self.records_mut(*scope) {
+                    map.entry(key.clone())
+                        .or_default()
+                        .fail(*at, *class, error, cooldown_scale);
+                }
             }
             Delta::Success { at, keys } => {
                 self.models
@@ -284,25 +293,24 @@ impl Health {
     /// targets this process holds (its own lease does not block it).
     pub fn blocked(&self, model: &ModelInfo, now_ms: u64, own_leases: &[String]) -> Option<Block> {
         let keys = Keys::of(model);
-        let m = self.models.get(&keys.model);
-        let p = self.providers.get(&keys.provider);
-        let e = self.endpoints.get(&keys.endpoint);
-        if m.is_some_and(|r| r.disabled) {
+        if self.models.get(&keys.model).is_some_and(|r| r.disabled) {
             return Some(Block::Disabled);
         }
-        let records = [
-            (p, Scope::Provider, &keys.provider),
-            (e, Scope::Endpoint, &keys.endpoint),
-            (m, Scope::Model, &keys.model),
-        ];
-        for (rec, scope, _) in records {
+        let records: Vec<(Scope, &str, Option<&Record>)> = BREAKER_SCOPES
+            .into_iter()
+            .filter_map(|scope| {
+                let key = keys.get(scope)?;
+                Some((scope, key, self.records(scope)?.get(key)))
+            })
+            .collect();
+        for (scope, _, rec) in &records {
             if rec.is_some_and(|r| r.cooling(now_ms)) {
-                return Some(Block::Cooling(scope));
+                return Some(Block::Cooling(*scope));
             }
         }
-        for (rec, scope, key) in records {
+        for (scope, key, rec) in &records {
             if rec.is_some_and(|r| r.leased(now_ms))
-                && !own_leases.contains(&probe_target(scope, key))
+                && !own_leases.contains(&probe_target(*scope, key))
             {
                 return Some(Block::Leased);
             }
@@ -319,30 +327,24 @@ impl Health {
         own_leases: &[String],
     ) -> Option<String> {
         let keys = Keys::of(model);
-        [
-            (Scope::Provider, &keys.provider),
-            (Scope::Endpoint, &keys.endpoint),
-            (Scope::Model, &keys.model),
-        ]
-        .into_iter()
-        .filter(|(scope, key)| {
-            self.records(*scope)
-                .and_then(|m| m.get(key.as_str()))
-                .is_some_and(|r| r.half_open(now_ms))
-        })
-        .map(|(scope, key)| probe_target(scope, key))
-        .find(|t| !own_leases.contains(t))
+        BREAKER_SCOPES
+            .into_iter()
+            .filter_map(|scope| {
+                let key = keys.get(scope)?;
+                let half_open = self.records(scope)?.get(key)?.half_open(now_ms);
+                half_open.then(|| probe_target(scope, key))
+            })
+            .find(|t| !own_leases.contains(t))
     }
 
     /// Sum of total failures over the model's three records (ranking uses it).
     pub fn total_failures(&self, model: &ModelInfo) -> [u64; 3] {
         let keys = Keys::of(model);
-        let get = |m: &BTreeMap<String, Record>, k: &str| m.get(k).map_or(0, |r| r.total_failures);
-        [
-            get(&self.models, &keys.model),
-            get(&self.providers, &keys.provider),
-            get(&self.endpoints, &keys.endpoint),
-        ]
+        [Scope::Model, Scope::Provider, Scope::Endpoint].map(|scope| {
+            keys.get(scope)
+                .and_then(|k| self.records(scope)?.get(k))
+                .map_or(0, |r| r.total_failures)
+        })
     }
 }
 

@@ -33,10 +33,6 @@ impl Shared {
         }
     }
 
-    pub fn store(&self) -> &Store {
-        &self.store
-    }
-
     fn fail(&mut self, what: &str, e: &StoreError) {
         if !self.broken {
             (self.warn)(&format!(

@@ -10,6 +10,16 @@
 pub mod fake_llm;
 pub mod pi_env;
 
+/// One `#[test]` per Pi version (`pi_min::NAME`, `pi_newest::NAME`) for each scenario function
+/// `fn NAME(version: &str)` of the test crate. Needs `#[macro_use] mod support;`.
+#[allow(unused_macros)]
+macro_rules! both_versions {
+    ($($name:ident),* $(,)?) => {
+        mod pi_min { $( #[test] fn $name() { super::$name(super::PI_MIN) } )* }
+        mod pi_newest { $( #[test] fn $name() { super::$name(super::PI_NEWEST) } )* }
+    };
+}
+
 pub use fake_llm::{
     Behaviour, DEFAULT_TEXT, Endpoint, FakeLlm, Image, ModelSpec, Msg, ProviderSpec, Request,
     closed_port, models_json, write_models_json, write_settings_json,
@@ -119,6 +129,36 @@ impl TestEnv {
         cmd.args(args);
         self.apply_env(&mut cmd);
         cmd
+    }
+
+    /// Any `program` (a shell, `script`, a symlink to the binary) with `args`, in the same
+    /// environment and cwd as [`TestEnv::cmd`].
+    pub fn other_cmd<P, I, S>(&self, program: P, args: I) -> Command
+    where
+        P: AsRef<OsStr>,
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = Command::new(program);
+        cmd.args(args);
+        self.apply_env(&mut cmd);
+        cmd
+    }
+
+    /// The binary with `args` as one shell-quoted line, for `sh -c` / `script -c` pipelines.
+    pub fn shell_line<I, S>(&self, args: I) -> String
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+        std::iter::once(quote(BIN))
+            .chain(
+                args.into_iter()
+                    .map(|a| quote(&a.as_ref().to_string_lossy())),
+            )
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     /// `pi` itself with `args` and the same environment as [`TestEnv::cmd`].
