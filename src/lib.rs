@@ -31,6 +31,7 @@ pub mod signals;
 
 use std::ffi::OsString;
 
+use anyhow::Context as _;
 use exit::Exit;
 
 /// The whole program after `main`: returns how to exit.
@@ -55,7 +56,9 @@ pub fn run(args: Vec<OsString>) -> Exit {
     init_tracing(inv.verbose);
     match fallible(&inv) {
         Ok(exit) => exit,
-        Err(message) => {
+        Err(err) => {
+            // The whole context chain on one line: "cannot read the batch file x: No such file".
+            let message = format!("{err:#}");
             output::error_line(&message);
             if inv.json && matches!(inv.mode, cli::Mode::Run) {
                 let report = driver::Report::failed(Exit::Error, message);
@@ -67,22 +70,22 @@ pub fn run(args: Vec<OsString>) -> Exit {
 }
 
 /// Everything after parsing; an `Err` is a one-line reason for exit 2.
-fn fallible(inv: &cli::Invocation) -> Result<Exit, String> {
+fn fallible(inv: &cli::Invocation) -> anyhow::Result<Exit> {
     let prepared = match inv.mode {
-        cli::Mode::Run => attach::prepare(&inv.files, &inv.prompt).map_err(|e| e.to_string())?,
+        cli::Mode::Run => attach::prepare(&inv.files, &inv.prompt)?,
         _ => attach::Prepared::default(),
     };
     for note in &prepared.notes {
         output::error_line(note);
     }
-    let settings = settings::load().map_err(|e| e.0)?;
+    let settings = settings::load()?;
     if let Some(w) = &settings.pi_warning {
         output::error_line(w);
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+        .context("cannot start the async runtime")?;
     let config = failover::Config {
         first_response: settings.first_response,
         stall: settings.stall,
@@ -97,8 +100,7 @@ fn fallible(inv: &cli::Invocation) -> Result<Exit, String> {
             // Read the jobs before taking over SIGINT/SIGTERM: until then the default action
             // (end the process) is exactly right, even while waiting on stdin.
             let input = read_batch_input(file)?;
-            let signals =
-                signals::install().map_err(|e| format!("cannot install signal handlers: {e}"))?;
+            let signals = signals::install().context("cannot install signal handlers")?;
             let plan = batch::Plan {
                 pi_command: settings.pi_command.clone(),
                 pi_args: inv.pi_args.clone(),
@@ -118,8 +120,7 @@ fn fallible(inv: &cli::Invocation) -> Result<Exit, String> {
         // short-lived Pi, which exits when our end of its stdin closes.
         mode => return Ok(runtime.block_on(manage::run(mode, &settings, &inv.pi_args, inv.json))),
     }
-    let mut signals =
-        signals::install().map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    let mut signals = signals::install().context("cannot install signal handlers")?;
     let thinking = job_thinking(
         inv.thinking.as_deref(),
         inv.task_complexity.as_deref().and_then(|c| c.parse().ok()),
@@ -186,7 +187,7 @@ fn backend_for(settings: &settings::Settings) -> Box<dyn health::Backend> {
 
 /// The job file of `--batch` (`-` = stdin), as bytes: a line that is not UTF-8 is reported
 /// on its own, the other jobs still run.
-fn read_batch_input(file: &str) -> Result<Vec<u8>, String> {
+fn read_batch_input(file: &str) -> anyhow::Result<Vec<u8>> {
     use std::io::Read;
     let mut bytes = Vec::new();
     let read = if file == "-" {
@@ -194,7 +195,7 @@ fn read_batch_input(file: &str) -> Result<Vec<u8>, String> {
     } else {
         std::fs::File::open(file).and_then(|mut f| f.read_to_end(&mut bytes).map(|_| ()))
     };
-    read.map_err(|e| format!("cannot read the batch file {file}: {e}"))?;
+    read.with_context(|| format!("cannot read the batch file {file}"))?;
     Ok(bytes)
 }
 
