@@ -21,6 +21,8 @@ pub mod complexity;
 pub mod driver;
 pub mod exit;
 pub mod failover;
+#[cfg(test)]
+mod fuzz;
 pub mod health;
 pub mod manage;
 pub mod output;
