@@ -17,7 +17,7 @@ use crate::clock;
 use crate::driver::{self, Job, Report, Session};
 use crate::exit::Exit;
 use crate::failover::Config;
-use crate::health::{Backend, Delta, Health};
+use crate::health::service::HealthHandle;
 use crate::output::{self, StatusLine};
 use crate::signals::Interrupt;
 
@@ -94,22 +94,6 @@ pub fn batch_exit(codes: &[Exit], interrupted: Option<Interrupt>) -> Exit {
     Exit::Success
 }
 
-/// Health shared by the workers of this process (on top of the shared store).
-#[derive(Clone)]
-struct SharedBackend(Rc<RefCell<Box<dyn Backend>>>);
-
-impl Backend for SharedBackend {
-    fn load(&mut self, now_ms: u64) -> Health {
-        self.0.borrow_mut().load(now_ms)
-    }
-    fn commit(&mut self, deltas: &[Delta], now_ms: u64) -> Option<Health> {
-        self.0.borrow_mut().commit(deltas, now_ms)
-    }
-    fn claim_probe(&mut self, target: &str, now_ms: u64) -> bool {
-        self.0.borrow_mut().claim_probe(target, now_ms)
-    }
-}
-
 /// What every job shares.
 pub struct Plan {
     pub pi_command: OsString,
@@ -145,13 +129,12 @@ fn result_line(spec_id: Option<&Value>, number: usize, report: &Report) -> Value
 pub async fn run(
     input: &[u8],
     plan: Plan,
-    backend: Box<dyn Backend>,
+    health: HealthHandle,
     mut interrupt: watch::Receiver<Option<Interrupt>>,
 ) -> Exit {
     let start = clock::now();
     let lines = parse_jobs(input);
     let total = lines.len();
-    let backend = SharedBackend(Rc::new(RefCell::new(backend)));
     let queue: Rc<RefCell<VecDeque<(usize, Line)>>> =
         Rc::new(RefCell::new(lines.into_iter().enumerate().collect()));
     let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
@@ -164,7 +147,7 @@ pub async fn run(
         let queue = Rc::clone(&queue);
         let tx = tx.clone();
         let plan = Rc::clone(&plan);
-        let mut backend = backend.clone();
+        let health = health.clone();
         let mut interrupt = interrupt.clone();
         let stdout_closed = Rc::clone(&stdout_closed);
         local.spawn_local(async move {
@@ -185,7 +168,7 @@ pub async fn run(
                     line,
                     &plan,
                     &mut session,
-                    &mut backend,
+                    &health,
                     &mut interrupt,
                 )
                 .await;
@@ -259,6 +242,7 @@ pub async fn run(
     };
     let (codes, failed, write_error) = local.run_until(collector).await;
     local.await;
+    health.flush().await;
     let interrupted = *interrupt.borrow_and_update();
     let secs = driver::ms_since(start.instant) as f64 / 1000.0;
     output::progress_line(&format!(
@@ -286,7 +270,7 @@ async fn run_line(
     line: Line,
     plan: &Plan,
     session: &mut Option<Session>,
-    backend: &mut SharedBackend,
+    health: &HealthHandle,
     interrupt: &mut watch::Receiver<Option<Interrupt>>,
 ) -> Done {
     let number = line.number;
@@ -323,9 +307,19 @@ async fn run_line(
             );
         }
     };
-    let prepared = match attach::prepare(&spec.files, &spec.prompt) {
-        Ok(p) => p,
-        Err(e) => return finish(Some(&spec.id), Report::failed(Exit::Error, e.to_string())),
+    // Decoding and downscaling photos takes a few hundred ms each: off the event loop, so the
+    // other workers' Pi streams and the signal watcher are served meanwhile.
+    let (files, prompt) = (spec.files.clone(), spec.prompt.clone());
+    let prepared = match tokio::task::spawn_blocking(move || attach::prepare(&files, &prompt)).await
+    {
+        Ok(Ok(p)) => p,
+        Ok(Err(e)) => return finish(Some(&spec.id), Report::failed(Exit::Error, e.to_string())),
+        Err(e) => {
+            return finish(
+                Some(&spec.id),
+                Report::failed(Exit::Error, format!("reading the attachments failed: {e}")),
+            );
+        }
     };
     let thinking = crate::job_thinking(
         plan.thinking.as_deref(),
@@ -361,7 +355,7 @@ async fn run_line(
         let Some(s) = session.as_mut() else { break };
         let deadline = clock::now().instant + plan.timeout;
         let r = s
-            .run_job(&job, backend, interrupt, deadline, &mut quiet)
+            .run_job(&job, health, interrupt, deadline, &mut quiet)
             .await;
         let lost = r.pi_lost;
         let retry = lost && matches!(r.exit, Exit::Error) && interrupt.borrow().is_none();

@@ -6,7 +6,7 @@
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use crate::agent::{self, Agent};
 use crate::catalog::ModelInfo;
@@ -14,7 +14,7 @@ use crate::clock;
 use crate::exit::Exit;
 use crate::failover::classify::{Classification, FailureClass, Scope};
 use crate::failover::{Action, Attempt, Config, Machine, Options, Outcome};
-use crate::health::Backend;
+use crate::health::service::{HealthHandle, Reply};
 use crate::output::StatusLine;
 use crate::rpc::ImageContent;
 use crate::signals::Interrupt;
@@ -114,12 +114,15 @@ impl Session {
     pub async fn run_job(
         &mut self,
         job: &Job,
-        backend: &mut dyn Backend,
+        health: &HealthHandle,
         interrupt: &mut watch::Receiver<Option<Interrupt>>,
         deadline: Instant,
         status: &mut StatusLine,
     ) -> Report {
         let start = clock::now();
+        let loaded = health.load(start.wall_ms).await;
+        // Store work happens on the health thread; its answers come back here.
+        let (replies_tx, mut replies) = mpsc::unbounded_channel::<Reply>();
         let options = Options {
             fresh_session: self.jobs > 0,
             start_model: self.start_model.clone(),
@@ -129,7 +132,7 @@ impl Session {
         self.jobs += 1;
         let mut machine = Machine::with_options(
             job.config.clone(),
-            backend.load(start.wall_ms),
+            loaded,
             job.message.clone(),
             job.images.clone(),
             options,
@@ -154,16 +157,12 @@ impl Session {
                             break 'run Ended::StdinGone;
                         }
                     }
-                    Action::Record(delta) => {
-                        let now = clock::now();
-                        if let Some(merged) = backend.commit(&[delta], now.wall_ms) {
-                            machine.handle_health(merged);
-                        }
+                    Action::Record { seq, delta } => {
+                        let now = clock::now().wall_ms;
+                        health.commit(seq, vec![delta], now, Some(replies_tx.clone()));
                     }
                     Action::ClaimProbe { target } => {
-                        let now = clock::now();
-                        let granted = backend.claim_probe(&target, now.wall_ms);
-                        machine.handle_probe_result(now, granted);
+                        health.claim(target, clock::now().wall_ms, replies_tx.clone());
                     }
                     Action::Progress { line, verbose_only } => {
                         if !verbose_only || job.verbose > 0 {
@@ -203,6 +202,13 @@ impl Session {
                 () = sleep_until(machine_deadline), if machine_deadline.is_some() => {
                     machine.handle_timeout(clock::now());
                 }
+                Some(reply) = replies.recv() => match reply {
+                    Reply::Committed { seq, health: Some(merged) } => {
+                        machine.handle_health(seq, merged);
+                    }
+                    Reply::Committed { health: None, .. } => {}
+                    Reply::Probe { granted } => machine.handle_probe_result(clock::now(), granted),
+                },
                 msg = self.agent.next() => match msg {
                     Ok(Some(msg)) => machine.handle_incoming(clock::now(), msg),
                     Ok(None) => break 'run Ended::PiExited,
@@ -332,7 +338,7 @@ pub async fn run(
     pi_args: &[String],
     job: &Job,
     timeout: Duration,
-    backend: &mut dyn Backend,
+    health: &HealthHandle,
     interrupt: &mut watch::Receiver<Option<Interrupt>>,
 ) -> Report {
     let deadline = clock::now().instant + timeout;
@@ -342,9 +348,10 @@ pub async fn run(
     };
     let mut status = StatusLine::for_stderr();
     let report = session
-        .run_job(job, backend, interrupt, deadline, &mut status)
+        .run_job(job, health, interrupt, deadline, &mut status)
         .await;
     session.stop().await;
+    health.flush().await;
     report
 }
 

@@ -24,12 +24,15 @@ pub mod failover;
 #[cfg(test)]
 mod fuzz;
 pub mod health;
+pub mod lockfile;
 pub mod manage;
 pub mod output;
 pub mod redact;
 pub mod rpc;
+pub mod runlog;
 pub mod settings;
 pub mod signals;
+pub mod timefmt;
 
 use std::ffi::OsString;
 
@@ -115,8 +118,8 @@ fn fallible(inv: &cli::Invocation) -> anyhow::Result<Exit> {
                     std::thread::available_parallelism().map_or(2, std::num::NonZero::get)
                 }),
             };
-            let backend = backend_for(&settings);
-            return Ok(runtime.block_on(batch::run(&input, plan, backend, signals)));
+            let health = health_for(&settings)?;
+            return Ok(runtime.block_on(batch::run(&input, plan, health, signals)));
         }
         // Management commands keep the default signal actions: nothing to clean up but a
         // short-lived Pi, which exits when our end of its stdin closes.
@@ -144,13 +147,13 @@ fn fallible(inv: &cli::Invocation) -> anyhow::Result<Exit> {
         label: String::new(),
         thinking,
     };
-    let mut backend = backend_for(&settings);
+    let health = health_for(&settings)?;
     let report = runtime.block_on(driver::run(
         &settings.pi_command,
         &pi_args,
         &job,
         timeout,
-        backend.as_mut(),
+        &health,
         &mut signals,
     ));
     if let Some(err) = &report.error {
@@ -170,22 +173,38 @@ fn fallible(inv: &cli::Invocation) -> anyhow::Result<Exit> {
     Ok(report.exit)
 }
 
-/// The shared state file when there is an agent dir; in-memory health otherwise.
-fn backend_for(settings: &settings::Settings) -> Box<dyn health::Backend> {
-    match &settings.agent_dir {
-        Some(dir) => Box::new(health::shared::Shared::new(
-            dir,
-            settings.cooldown_scale,
-            Box::new(|line: &str| output::error_line(line)),
-        )),
+/// The health thread over the state file when there is an agent dir, over process memory
+/// otherwise.
+fn health_for(settings: &settings::Settings) -> anyhow::Result<health::service::HealthHandle> {
+    use health::store::{FileStore, HealthStore, Memory};
+    let (store, log): (Box<dyn HealthStore>, _) = match &settings.agent_dir {
+        Some(dir) => (
+            Box::new(
+                FileStore::open(dir)
+                    .with_lock_wait(IN_RUN_LOCK_WAIT)
+                    .with_cooldown_scale(settings.cooldown_scale),
+            ),
+            Some(runlog::RunLog::new(dir)),
+        ),
         None => {
             output::error_line(
                 "warning: no agent directory (set PI_CODING_AGENT_DIR or HOME); health is not shared",
             );
-            Box::new(health::Memory::new(settings.cooldown_scale))
+            (Box::new(Memory::new(settings.cooldown_scale)), None)
         }
-    }
+    };
+    health::service::HealthHandle::start(
+        store,
+        settings.cooldown_scale,
+        log,
+        Box::new(|line: &str| output::error_line(line)),
+    )
+    .context("cannot start the health thread")
 }
+
+/// Longest wait for the state-file lock during a run: runs hold it for milliseconds, and past
+/// this the run goes on in memory rather than fall behind.
+const IN_RUN_LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(1000);
 
 /// The job file of `--batch` (`-` = stdin), as bytes: a line that is not UTF-8 is reported
 /// on its own, the other jobs still run.

@@ -10,7 +10,7 @@ use crate::agent::{self, Agent};
 use crate::catalog::ModelInfo;
 use crate::clock;
 use crate::exit::Exit;
-use crate::health::store::Store;
+use crate::health::store::FileStore as Store;
 use crate::health::{Block, Health, Keys, Record};
 use crate::output;
 use crate::rpc::{Command, Incoming};
@@ -332,7 +332,7 @@ pub async fn run(
                 .await
                 .unwrap_or_default();
             let mut changed = 0;
-            let res = store.update(now, |h| changed = reactivate(h, target, &models, now));
+            let res = store.update(now, &mut |h| changed = reactivate(h, target, &models, now));
             finish_update(
                 res,
                 &format!("reactivated {target} ({changed} breakers closed)\n"),
@@ -356,13 +356,13 @@ pub async fn run(
                     "warning: cannot list Pi's models ({e}); disabling {target} unchecked"
                 )),
             }
-            let res = store.update(now, |h| {
+            let res = store.update(now, &mut |h| {
                 h.models.entry(target.clone()).or_default().disabled = true;
             });
             finish_update(res, &format!("disabled {target}\n"), json)
         }
         Mode::Reset(target) => {
-            let res = store.update(now, |h| {
+            let res = store.update(now, &mut |h| {
                 if target == "all" {
                     *h = Health::default();
                 } else {

@@ -16,10 +16,67 @@ use pi_ccswitch_run::clock;
 use pi_ccswitch_run::failover::breaker::PROBE_LEASE_MS;
 use pi_ccswitch_run::failover::classify::{FailureClass, Scope};
 use pi_ccswitch_run::health::store::{
-    Claim, LOCK_FILE, LOG_FILE, LOG_ROTATE_BYTES, SCHEMA_VERSION, STATE_FILE, Store, StoreError,
-    Warning,
+    Claim, FileStore, LOCK_FILE, Loaded, SCHEMA_VERSION, STATE_FILE, StoreError, Warning,
 };
 use pi_ccswitch_run::health::{Delta, Health, Keys, SWITCH_LOG_LEN, SwitchEntry};
+use pi_ccswitch_run::runlog::{LOG_FILE, ROTATE_BYTES as LOG_ROTATE_BYTES, RunLog};
+
+/// The state file and the run log of one directory, with the cooldown scale given per call as
+/// these tests were written (the store itself takes it once).
+#[derive(Clone)]
+struct Store {
+    dir: PathBuf,
+    lock_wait: Option<Duration>,
+}
+
+impl Store {
+    fn open(dir: &Path) -> Store {
+        Store {
+            dir: dir.to_path_buf(),
+            lock_wait: None,
+        }
+    }
+    fn with_lock_wait(mut self, wait: Duration) -> Store {
+        self.lock_wait = Some(wait);
+        self
+    }
+    fn file(&self, scale: f64) -> FileStore {
+        let store = FileStore::open(&self.dir).with_cooldown_scale(scale);
+        match self.lock_wait {
+            Some(w) => store.with_lock_wait(w),
+            None => store,
+        }
+    }
+    fn load(&self, now_ms: u64) -> Result<Loaded, StoreError> {
+        self.file(1.0).load(now_ms)
+    }
+    fn commit(&self, deltas: &[Delta], scale: f64, now_ms: u64) -> Result<Loaded, StoreError> {
+        self.file(scale).commit(deltas, now_ms)
+    }
+    fn claim_lease(
+        &self,
+        target: &str,
+        now_ms: u64,
+        scale: f64,
+    ) -> Result<(Claim, Loaded), StoreError> {
+        self.file(scale).claim_lease(target, now_ms)
+    }
+    fn update(&self, now_ms: u64, mut f: impl FnMut(&mut Health)) -> Result<Loaded, StoreError> {
+        self.file(1.0).update(now_ms, &mut f)
+    }
+    fn state_path(&self) -> PathBuf {
+        self.file(1.0).state_path()
+    }
+    fn lock_path(&self) -> PathBuf {
+        self.file(1.0).lock_path()
+    }
+    fn log_path(&self) -> PathBuf {
+        RunLog::new(&self.dir).path()
+    }
+    fn log_line(&self, now_ms: u64, line: &str) {
+        let _ = RunLog::new(&self.dir).append(now_ms, line);
+    }
+}
 
 /// A fixed wall-clock base: tests pass time in, they never read it.
 const T0: u64 = 1_700_000_000_000;

@@ -107,8 +107,11 @@ pub enum Action {
     ClaimProbe {
         target: String,
     },
-    /// Persist this health change.
-    Record(Delta),
+    /// Persist this health change; the merged result comes back through `handle_health(seq, ..)`.
+    Record {
+        seq: u64,
+        delta: Delta,
+    },
     /// A line for stderr (already without secrets except error text, which the driver redacts).
     Progress {
         line: String,
@@ -217,6 +220,9 @@ pub struct Machine {
     waiting: usize,
     response_deadline: Option<Instant>,
     health: Health,
+    /// Records sent to the driver whose merged result has not come back yet: (seq, delta).
+    unconfirmed: VecDeque<(u64, Delta)>,
+    record_seq: u64,
     prompt: String,
     images: Vec<ImageContent>,
 
@@ -290,6 +296,8 @@ impl Machine {
             pending_set: false,
             cfg,
             health,
+            unconfirmed: VecDeque::new(),
+            record_seq: 0,
             prompt,
             images,
             phase: Phase::Starting,
@@ -409,9 +417,17 @@ impl Machine {
 
     // ----- inputs ---------------------------------------------------------------------------
 
-    /// A newer view of shared health (other processes' updates merged in).
-    pub fn handle_health(&mut self, health: Health) {
+    /// A newer view of shared health (other processes' updates merged in), as stored after this
+    /// run's record `seq`. Records emitted since are not in it yet and are applied again, so the
+    /// view never goes back in time.
+    pub fn handle_health(&mut self, seq: u64, health: Health) {
         self.health = health;
+        while self.unconfirmed.front().is_some_and(|(s, _)| *s <= seq) {
+            self.unconfirmed.pop_front();
+        }
+        for (_, delta) in &self.unconfirmed {
+            self.health.apply(delta, self.cfg.cooldown_scale);
+        }
     }
 
     pub fn handle_incoming(&mut self, now: Now, msg: Incoming) {
@@ -1143,8 +1159,16 @@ impl Machine {
             class,
             error: error.to_string(),
         };
+        self.record(delta);
+    }
+
+    /// Applies a health change locally and asks the driver to persist it.
+    fn record(&mut self, delta: Delta) {
         self.health.apply(&delta, self.cfg.cooldown_scale);
-        self.actions.push_back(Action::Record(delta));
+        self.record_seq += 1;
+        let seq = self.record_seq;
+        self.unconfirmed.push_back((seq, delta.clone()));
+        self.actions.push_back(Action::Record { seq, delta });
     }
 
     fn best_candidate(&self, now: Now, current: &ModelInfo) -> Option<ModelInfo> {
@@ -1216,9 +1240,7 @@ impl Machine {
         // Skipping a start model already known to be dead is not news for the shared log
         // (a batch would otherwise write one entry per job).
         if entry.reason != UNHEALTHY {
-            let delta = Delta::Switch(entry);
-            self.health.apply(&delta, self.cfg.cooldown_scale);
-            self.actions.push_back(Action::Record(delta));
+            self.record(Delta::Switch(entry));
         }
         // The round window restarts at each successful switch.
         if self.round_start.is_some() {
@@ -1311,12 +1333,10 @@ impl Machine {
     }
 
     fn succeed(&mut self, now: Now, model: ModelInfo, text: String) {
-        let delta = Delta::Success {
+        self.record(Delta::Success {
             at: now.wall_ms,
             keys: Keys::of(&model),
-        };
-        self.health.apply(&delta, self.cfg.cooldown_scale);
-        self.actions.push_back(Action::Record(delta));
+        });
         let duration_ms = self
             .attempt_started
             .map(|t| {

@@ -274,7 +274,7 @@ impl H {
         self.log
             .iter()
             .filter_map(|a| match a {
-                Action::Record(d) => Some(d.clone()),
+                Action::Record { delta, .. } => Some(delta.clone()),
                 _ => None,
             })
             .collect()

@@ -2,6 +2,9 @@
 //! Deltas (not snapshots) are what get persisted, so concurrent runs add up instead of
 //! overwriting each other. Pure: no I/O, time passed in.
 
+pub mod service;
+pub mod store;
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -12,6 +15,9 @@ use crate::failover::classify::{FailureClass, Scope};
 
 /// Most recent switches kept in the shared state.
 pub const SWITCH_LOG_LEN: usize = 20;
+/// Most breaker records one store keeps per scope (models, providers, endpoints): bounds the
+/// state whatever happens (a gateway listing thousands of models, years of history).
+pub const MAX_RECORDS_PER_SCOPE: usize = 1000;
 
 /// One breaker.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -337,6 +343,33 @@ impl Health {
             .find(|t| !own_leases.contains(t))
     }
 
+    /// Keeps at most [`MAX_RECORDS_PER_SCOPE`] records per scope. The first to go are records
+    /// of keys `listed` says Pi no longer lists, then the ones idle the longest; records that
+    /// block a model right now (disabled, cooling, leased) go last.
+    pub fn prune(&mut self, now_ms: u64, listed: &dyn Fn(Scope, &str) -> bool) {
+        for scope in BREAKER_SCOPES {
+            let Some(map) = self.records_mut(scope) else {
+                continue;
+            };
+            let excess = map.len().saturating_sub(MAX_RECORDS_PER_SCOPE);
+            if excess == 0 {
+                continue;
+            }
+            let mut order: Vec<(bool, bool, u64, String)> = map
+                .iter()
+                .map(|(k, r)| {
+                    let blocking = r.disabled || r.cooling(now_ms) || r.leased(now_ms);
+                    let seen = r.last_failure_at.max(r.last_success_at).unwrap_or(0);
+                    (blocking, listed(scope, k), seen, k.clone())
+                })
+                .collect();
+            order.sort();
+            for (_, _, _, key) in order.into_iter().take(excess) {
+                map.remove(&key);
+            }
+        }
+    }
+
     /// Sum of total failures over the model's three records (ranking uses it).
     pub fn total_failures(&self, model: &ModelInfo) -> [u64; 3] {
         let keys = Keys::of(model);
@@ -535,67 +568,5 @@ mod tests {
         assert_eq!(h.switch_log.len(), SWITCH_LOG_LEN);
         assert_eq!(h.switch_log.first().map(|e| e.at), Some(10));
         assert_eq!(h.switch_log.last().map(|e| e.at), Some(29));
-    }
-}
-
-pub mod shared;
-pub mod store;
-
-/// Where a run's health comes from and goes to. The in-memory backend serves a single
-/// process; the shared store (`store.rs`) persists across processes.
-pub trait Backend {
-    /// Health at the start of a run.
-    fn load(&mut self, now_ms: u64) -> Health;
-    /// Persists deltas; returns the merged view when other processes' updates were read.
-    fn commit(&mut self, deltas: &[Delta], now_ms: u64) -> Option<Health>;
-    /// Takes the half-open probe lease of `target` (see [`probe_target`]) if no other process
-    /// holds it.
-    fn claim_probe(&mut self, target: &str, now_ms: u64) -> bool;
-}
-
-/// Health that lives as long as the process.
-#[derive(Debug, Default)]
-pub struct Memory {
-    pub health: Health,
-    pub cooldown_scale: f64,
-}
-
-impl Memory {
-    pub fn new(cooldown_scale: f64) -> Memory {
-        Memory {
-            health: Health::default(),
-            cooldown_scale,
-        }
-    }
-}
-
-impl Backend for Memory {
-    fn load(&mut self, _now_ms: u64) -> Health {
-        self.health.clone()
-    }
-
-    fn commit(&mut self, deltas: &[Delta], _now_ms: u64) -> Option<Health> {
-        for d in deltas {
-            self.health.apply(d, self.cooldown_scale);
-        }
-        None
-    }
-
-    fn claim_probe(&mut self, target: &str, now_ms: u64) -> bool {
-        if self
-            .health
-            .target_record(target)
-            .is_some_and(|r| r.leased(now_ms))
-        {
-            return false;
-        }
-        self.health.apply(
-            &Delta::Lease {
-                at: now_ms,
-                target: target.to_string(),
-            },
-            self.cooldown_scale,
-        );
-        true
     }
 }

@@ -1,0 +1,78 @@
+//! Wall-clock formatting for humans and logs: unix milliseconds → ISO-8601 UTC. Pure.
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for unix milliseconds (clamped to year 9999).
+pub fn iso_utc(ms: u64) -> String {
+    const MAX_MS: u64 = 253_402_300_799_999; // 9999-12-31T23:59:59.999Z
+    let ms = ms.min(MAX_MS);
+    let secs = ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
+/// Proleptic Gregorian (year, month, day) of a day count since 1970-01-01. Works in 400-year
+/// eras counted from 0000-03-01, so that the leap day is the last day of its year.
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    const DAYS_1970_FROM_0000_03_01: u64 = 719_468;
+    const ERA_DAYS: u64 = 146_097;
+    let z = days + DAYS_1970_FROM_0000_03_01;
+    let era = z / ERA_DAYS;
+    let doe = z % ERA_DAYS; // day of era, [0, 146096]
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // year of era, [0, 399]
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // day of year from March 1, [0, 365]
+    let mp = (5 * doy + 2) / 153; // month from March, [0, 11]
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = era * 400 + yoe + u64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_times() {
+        assert_eq!(iso_utc(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso_utc(68_169_600_000), "1972-02-29T00:00:00.000Z");
+        assert_eq!(iso_utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(iso_utc(1_234_567_890_001), "2009-02-13T23:31:30.001Z");
+        assert_eq!(iso_utc(1_709_210_096_789), "2024-02-29T12:34:56.789Z");
+        assert_eq!(iso_utc(4_107_542_399_999), "2100-02-28T23:59:59.999Z");
+        assert_eq!(iso_utc(253_402_300_799_999), "9999-12-31T23:59:59.999Z");
+        assert_eq!(iso_utc(u64::MAX), "9999-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn civil_dates_round_trip_day_by_day() {
+        // Every day from 1970 to 2500 follows the previous one.
+        let mut prev = civil_from_days(0);
+        assert_eq!(prev, (1970, 1, 1));
+        for days in 1..194_000 {
+            let cur = civil_from_days(days);
+            let (y, m, d) = prev;
+            let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+            let month_len = match m {
+                2 if leap => 29,
+                2 => 28,
+                4 | 6 | 9 | 11 => 30,
+                _ => 31,
+            };
+            let expected = if d < month_len {
+                (y, m, d + 1)
+            } else if m < 12 {
+                (y, m + 1, 1)
+            } else {
+                (y + 1, 1, 1)
+            };
+            assert_eq!(cur, expected, "day {days}");
+            prev = cur;
+        }
+    }
+}
