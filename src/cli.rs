@@ -2,9 +2,13 @@
 //! run mode it selects. No I/O.
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{ArgAction, CommandFactory, Parser};
+
+use crate::complexity::Complexity;
 
 pub const USAGE: &str = "pi-ccswitch-run [options] [--] [@file ...] <prompt words ...>";
 
@@ -12,10 +16,14 @@ const AFTER_HELP: &str = "\
 Attachments:
   @path            a UTF-8 text file (wrapped as <file name=\"ABS PATH\">…</file>) or an image
                    (PNG, JPEG, GIF, WebP, recognised by signature); at most 20 MiB each, 20 images
+  @-               standard input, read only when given, with the same rules (name \"stdin\")
 
 Environment:
   PI_BIN                      the real `pi` executable (default: `pi` on PATH)
   PI_CODING_AGENT_DIR         Pi's agent directory (default: ~/.pi/agent); health state lives here
+  CCSWITCH_HEALTH_URL         share health through Redis: redis://[user:password@]host[:port][/db],
+                              rediss://… (TLS) or unix:///path/redis.sock (--health-url wins)
+  CCSWITCH_HEALTH_PREFIX      key prefix in Redis (default pi-ccswitch-run:)
   CCSWITCH_ROUND_LIMIT_MS     failover round window (default 480000)
   CCSWITCH_FIRST_RESPONSE_MS  watchdog: no first response from the model (default 90000)
   CCSWITCH_STALL_MS           watchdog: no stream progress (default 120000)
@@ -48,9 +56,33 @@ pub struct Cli {
     #[arg(long)]
     pub no_tools: bool,
 
+    /// Forwarded to Pi: disable the built-in tools (read, bash, edit, write…)
+    #[arg(long)]
+    pub no_builtin_tools: bool,
+
+    /// Forwarded to Pi: comma-separated allowlist of tools (e.g. read,ls)
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
+    pub tools: Option<String>,
+
+    /// Forwarded to Pi: comma-separated denylist of tools (e.g. bash,write)
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
+    pub exclude_tools: Option<String>,
+
+    /// Forwarded to Pi: replace Pi's coding-assistant system prompt with TEXT
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
+    pub system_prompt: Option<String>,
+
+    /// Forwarded to Pi: append TEXT to the system prompt (repeatable)
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true, action = ArgAction::Append)]
+    pub append_system_prompt: Vec<String>,
+
     /// Forwarded to Pi: do not load AGENTS.md / CLAUDE.md
     #[arg(long)]
     pub no_context_files: bool,
+
+    /// Forwarded to Pi: do not discover or load skills
+    #[arg(long)]
+    pub no_skills: bool,
 
     /// Forwarded to Pi: provider of the starting model
     #[arg(long, value_name = "P", allow_hyphen_values = true)]
@@ -69,16 +101,37 @@ pub struct Cli {
     pub models: Option<String>,
 
     /// Pick a thinking level from the task: auto, low, medium or high (--thinking wins)
-    #[arg(long, value_name = "LEVEL", value_parser = ["auto", "low", "medium", "high"])]
-    pub task_complexity: Option<String>,
+    #[arg(
+        long,
+        value_name = "LEVEL",
+        value_parser = PossibleValuesParser::new(Complexity::VALUES)
+            .try_map(|s| s.parse::<Complexity>())
+    )]
+    pub task_complexity: Option<Complexity>,
 
-    /// More diagnostics on stderr (-v: every failure; -vv: debug)
+    /// When every candidate is cooling down, wait for the first breaker to reopen (batch default)
+    #[arg(long, overrides_with = "no_wait")]
+    pub wait: bool,
+
+    /// Never wait for a breaker to reopen: end the run or job at once (single-run default)
+    #[arg(long)]
+    pub no_wait: bool,
+
+    /// More diagnostics on stderr (-v: every failure and switch; -vv: debug)
     #[arg(short, long, action = ArgAction::Count)]
     pub verbose: u8,
 
     /// Print one JSON object instead of the plain answer (batch mode always prints JSONL)
     #[arg(long)]
     pub json: bool,
+
+    /// Show which model would serve and why, and the full candidate order; send nothing
+    #[arg(long)]
+    pub explain: bool,
+
+    /// Share breaker health through Redis (overrides CCSWITCH_HEALTH_URL)
+    #[arg(long, value_name = "URL", allow_hyphen_values = true)]
+    pub health_url: Option<String>,
 
     /// Show the health of every model (breakers, cooldowns, failures) and exit
     #[arg(long, group = "mode")]
@@ -96,7 +149,7 @@ pub struct Cli {
     #[arg(long, value_name = "MODEL|all", group = "mode")]
     pub reset: Option<String>,
 
-    /// Check pi, Node, the agent dir, the available models and the state file, then exit
+    /// Check pi, Node, the agent dir, the health store, the models and the tools, then exit
     #[arg(long, group = "mode")]
     pub doctor: bool,
 
@@ -107,6 +160,28 @@ pub struct Cli {
     /// Batch workers, each with its own Pi process (default: number of CPUs)
     #[arg(long, value_name = "N", requires = "batch", value_parser = parse_jobs)]
     pub jobs: Option<usize>,
+
+    /// Batch results go to FILE (appended, one flushed line per finished job) instead of stdout
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "batch",
+        allow_hyphen_values = true
+    )]
+    pub output: Option<String>,
+
+    /// Skip the jobs that already have a success in --output FILE; run the rest
+    #[arg(long, requires = "output")]
+    pub resume: bool,
+
+    /// Run only shard I of N (0 <= I < N), chosen by a stable hash of each job's id
+    #[arg(
+        long,
+        value_name = "I/N",
+        requires = "batch",
+        allow_hyphen_values = true
+    )]
+    pub shard: Option<String>,
 
     /// Ignored (accepted for compatibility with the old runner)
     #[arg(short = 'p', long = "print", hide = true)]
@@ -120,7 +195,7 @@ pub struct Cli {
     #[arg(long, hide = true)]
     pub no_extensions: bool,
 
-    /// Attachments (`@path`) and prompt words
+    /// Attachments (`@path`, `@-` for stdin) and prompt words
     #[arg(value_name = "WORDS", allow_hyphen_values = false)]
     pub words: Vec<String>,
 
@@ -149,23 +224,78 @@ pub enum Parsed {
     Run(Invocation),
 }
 
-/// A validated single run.
+/// The Pi flags that decide what a prompt runs under: its system prompt and its tools. Batch
+/// jobs may override them (`system`, `tools`), so they are kept apart from the other flags.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Profile {
+    pub no_tools: bool,
+    pub no_builtin_tools: bool,
+    pub tools: Option<String>,
+    pub exclude_tools: Option<String>,
+    pub system_prompt: Option<String>,
+    pub append_system_prompt: Vec<String>,
+}
+
+impl Profile {
+    /// The flags Pi gets for this profile, in a fixed order.
+    pub fn args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if self.no_tools {
+            args.push("--no-tools".to_string());
+        }
+        if self.no_builtin_tools {
+            args.push("--no-builtin-tools".to_string());
+        }
+        for (flag, value) in [
+            ("--tools", &self.tools),
+            ("--exclude-tools", &self.exclude_tools),
+            ("--system-prompt", &self.system_prompt),
+        ] {
+            if let Some(v) = value {
+                args.push(flag.to_string());
+                args.push(v.clone());
+            }
+        }
+        for text in &self.append_system_prompt {
+            args.push("--append-system-prompt".to_string());
+            args.push(text.clone());
+        }
+        args
+    }
+}
+
+/// A validated invocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Invocation {
     pub timeout_ms: u64,
-    /// Flags forwarded to Pi, in a fixed order.
-    pub pi_args: Vec<String>,
-    /// `@path` attachments, as written (without the `@`).
+    /// Flags forwarded to Pi other than the [`Profile`], in a fixed order.
+    pub base_args: Vec<String>,
+    /// System prompt and tool flags forwarded to Pi.
+    pub profile: Profile,
+    /// `@path` attachments, as written (without the `@`); `-` is standard input.
     pub files: Vec<String>,
     /// The prompt words joined by one space.
     pub prompt: String,
+    pub provider: Option<String>,
+    pub model: Option<String>,
     pub models_scope: Option<String>,
     pub thinking: Option<String>,
-    pub task_complexity: Option<String>,
+    pub task_complexity: Option<Complexity>,
+    /// `--wait` (Some(true)) / `--no-wait` (Some(false)); `None`: the mode's default.
+    pub wait: Option<bool>,
     pub verbose: u8,
     pub json: bool,
+    pub health_url: Option<String>,
     pub mode: Mode,
-    pub jobs: Option<usize>,
+}
+
+impl Invocation {
+    /// Every flag forwarded to Pi for a plain run: the base flags, then the profile's.
+    pub fn pi_args(&self) -> Vec<String> {
+        let mut args = self.profile.args();
+        args.extend(self.base_args.iter().cloned());
+        args
+    }
 }
 
 /// What the invocation does.
@@ -173,23 +303,70 @@ pub struct Invocation {
 pub enum Mode {
     /// Answer the prompt.
     Run,
-    Status,
-    Reactivate(String),
-    Disable(String),
-    Reset(String),
-    Doctor,
+    /// `--explain`: everything up to the first request, then say what would happen.
+    Explain,
     /// `--batch FILE` (`-` = stdin).
-    Batch(String),
+    Batch(BatchArgs),
+    /// A health management command.
+    Manage(Manage),
 }
 
-/// Decimal digits only (surrounding whitespace allowed, as the old runner's `Number()` did);
-/// no sign, no exponent, no hex.
+/// `--status`, `--reactivate`, `--disable`, `--reset`, `--doctor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Manage {
+    Status,
+    Reactivate(Target),
+    Disable(String),
+    Reset(Target),
+    Doctor,
+}
+
+/// A management target: one `provider/model`, or every record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    All,
+    Model(String),
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::All => f.write_str("all"),
+            Target::Model(m) => f.write_str(m),
+        }
+    }
+}
+
+/// The batch flags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchArgs {
+    /// The job file; `-` is standard input.
+    pub file: String,
+    pub jobs: Option<usize>,
+    pub output: Option<PathBuf>,
+    pub resume: bool,
+    pub shard: Option<Shard>,
+}
+
+/// `--shard I/N`: this process runs the jobs whose id hashes to `index` modulo `count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    pub index: u64,
+    pub count: u64,
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+/// Decimal digits only: no sign, no exponent, no hex, no surrounding whitespace.
 pub fn parse_decimal(s: &str) -> Option<u64> {
-    let t = s.trim();
-    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    t.parse().ok()
+    s.parse().ok()
 }
 
 fn parse_jobs(s: &str) -> Result<usize, String> {
@@ -206,6 +383,24 @@ fn parse_positive_ms(s: &str) -> Result<u64, String> {
     }
 }
 
+/// `I/N` with `0 <= I < N`.
+fn parse_shard(s: &str) -> Result<Shard, UsageError> {
+    let bad = || {
+        UsageError(format!(
+            "--shard expects I/N with whole numbers 0 <= I < N, e.g. 0/4 (got '{s}')"
+        ))
+    };
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let (index, count) = (
+        parse_decimal(i).ok_or_else(bad)?,
+        parse_decimal(n).ok_or_else(bad)?,
+    );
+    if count == 0 || index >= count {
+        return Err(bad());
+    }
+    Ok(Shard { index, count })
+}
+
 /// Parses argv (including argv[0]).
 pub fn parse<I, T>(args: I) -> Result<Parsed, UsageError>
 where
@@ -213,6 +408,9 @@ where
     T: Into<OsString> + Clone,
 {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    if let Some(err) = unicode_dash(&args) {
+        return Err(err);
+    }
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => {
@@ -232,6 +430,59 @@ where
         }
     };
     cli.into_invocation().map(Parsed::Run)
+}
+
+/// Dashes that phones, word processors and some editors put where two hyphens were typed.
+const LOOKALIKE_DASHES: &[(char, &str)] = &[
+    ('\u{2010}', "HYPHEN"),
+    ('\u{2011}', "NON-BREAKING HYPHEN"),
+    ('\u{2012}', "FIGURE DASH"),
+    ('\u{2013}', "EN DASH"),
+    ('\u{2014}', "EM DASH"),
+    ('\u{2015}', "HORIZONTAL BAR"),
+    ('\u{2212}', "MINUS SIGN"),
+    ('\u{FE58}', "SMALL EM DASH"),
+    ('\u{FE63}', "SMALL HYPHEN-MINUS"),
+    ('\u{FF0D}', "FULLWIDTH HYPHEN-MINUS"),
+];
+
+/// A word before `--` that starts with a look-alike dash followed by a flag-like name (`—model`)
+/// was meant as an option; taking it as prompt text would silently change the run.
+fn unicode_dash(args: &[OsString]) -> Option<UsageError> {
+    for arg in args.iter().skip(1).take_while(|a| *a != "--") {
+        let text = arg.to_string_lossy();
+        let first = text.chars().next()?;
+        let Some((_, name)) = LOOKALIKE_DASHES.iter().find(|(c, _)| *c == first) else {
+            continue;
+        };
+        let rest = text.trim_start_matches(|c: char| {
+            c == '-' || LOOKALIKE_DASHES.iter().any(|(d, _)| *d == c)
+        });
+        let flag_like = rest.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+            && rest
+                .split('=')
+                .next()
+                .is_some_and(|n| n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+        if !flag_like {
+            continue;
+        }
+        let name_part = rest.split('=').next().unwrap_or(rest);
+        let known = Cli::command()
+            .get_arguments()
+            .filter_map(|a| a.get_long())
+            .any(|l| l == name_part);
+        let suggestion = if known || name_part.len() > 1 {
+            format!("--{rest}")
+        } else {
+            format!("-{rest}")
+        };
+        return Some(UsageError(format!(
+            "'{text}' starts with a Unicode dash (U+{:04X} {name}), not '-'; did you mean \
+             {suggestion}? (put prompt words after -- to send them as they are)",
+            u32::from(first)
+        )));
+    }
+    None
 }
 
 /// The usage error among the arguments before the first `-h`/`--help`, if any (a missing
@@ -260,7 +511,16 @@ fn clap_error(e: &clap::Error) -> Option<UsageError> {
     let flag_name = |a: String| a.split([' ', '=']).next().unwrap_or_default().to_string();
     let msg = match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => return None,
-        ErrorKind::UnknownArgument => format!("unsupported option: {}", arg()),
+        ErrorKind::UnknownArgument => {
+            let suggestion = match e.get(ContextKind::SuggestedArg) {
+                Some(ContextValue::String(s)) => format!(" (did you mean {s}?)"),
+                Some(ContextValue::Strings(v)) if !v.is_empty() => {
+                    format!(" (did you mean {}?)", v.join(" or "))
+                }
+                _ => String::new(),
+            };
+            format!("unsupported option: {}{suggestion}", arg())
+        }
         ErrorKind::MissingRequiredArgument => {
             let missing = match e.get(ContextKind::InvalidArg) {
                 Some(ContextValue::Strings(v)) => v.join(", "),
@@ -289,12 +549,16 @@ fn clap_error(e: &clap::Error) -> Option<UsageError> {
                 Some(ContextValue::String(s)) => s.clone(),
                 _ => String::new(),
             };
-            if name == "--timeout-ms" {
-                format!("--timeout-ms must be a positive integer (got '{value}')")
-            } else if name == "--jobs" {
-                format!("--jobs must be a whole number from 1 to 256 (got '{value}')")
-            } else {
-                format!("invalid value '{value}' for {name}")
+            match name.as_str() {
+                "--timeout-ms" => {
+                    format!("--timeout-ms must be a positive integer (got '{value}')")
+                }
+                "--jobs" => format!("--jobs must be a whole number from 1 to 256 (got '{value}')"),
+                "--task-complexity" => format!(
+                    "invalid value '{value}' for --task-complexity (expected {})",
+                    Complexity::VALUES.join(", ")
+                ),
+                _ => format!("invalid value '{value}' for {name}"),
             }
         }
         _ => {
@@ -307,313 +571,198 @@ fn clap_error(e: &clap::Error) -> Option<UsageError> {
     Some(UsageError(msg))
 }
 
+/// A forwarded value must be present, non-empty and not look like the next flag.
+fn checked(flag: &str, value: Option<String>) -> Result<Option<String>, UsageError> {
+    match value {
+        Some(v) if v.is_empty() || v.starts_with("--") => {
+            Err(UsageError(format!("{flag} requires a value")))
+        }
+        other => Ok(other),
+    }
+}
+
 impl Cli {
     fn into_invocation(self) -> Result<Invocation, UsageError> {
-        let mut pi_args = Vec::new();
-        if self.no_tools {
-            pi_args.push("--no-tools".to_string());
-        }
+        let provider = checked("--provider", self.provider)?;
+        let model = checked("--model", self.model)?;
+        let thinking = checked("--thinking", self.thinking)?;
+        let models = checked("--models", self.models)?;
+        let profile = Profile {
+            no_tools: self.no_tools,
+            no_builtin_tools: self.no_builtin_tools,
+            tools: checked("--tools", self.tools)?,
+            exclude_tools: checked("--exclude-tools", self.exclude_tools)?,
+            system_prompt: checked("--system-prompt", self.system_prompt)?,
+            append_system_prompt: self
+                .append_system_prompt
+                .into_iter()
+                .map(|v| checked("--append-system-prompt", Some(v)).map(Option::unwrap_or_default))
+                .collect::<Result<_, _>>()?,
+        };
+        let mut base_args = Vec::new();
         if self.no_context_files {
-            pi_args.push("--no-context-files".to_string());
+            base_args.push("--no-context-files".to_string());
+        }
+        if self.no_skills {
+            base_args.push("--no-skills".to_string());
         }
         for (flag, value) in [
-            ("--provider", &self.provider),
-            ("--model", &self.model),
-            ("--thinking", &self.thinking),
-            ("--models", &self.models),
+            ("--provider", &provider),
+            ("--model", &model),
+            ("--thinking", &thinking),
+            ("--models", &models),
         ] {
             if let Some(v) = value {
-                if v.is_empty() || v.starts_with("--") {
-                    return Err(UsageError(format!("{flag} requires a value")));
-                }
-                pi_args.push(flag.to_string());
-                pi_args.push(v.clone());
+                base_args.push(flag.to_string());
+                base_args.push(v.clone());
             }
         }
+        let health_url = checked("--health-url", self.health_url)?;
+        if let Some(url) = &health_url
+            && !["redis://", "rediss://", "unix://"]
+                .iter()
+                .any(|s| url.starts_with(s))
+        {
+            return Err(UsageError(
+                "--health-url expects redis://…, rediss://… or unix:///path (see --help)"
+                    .to_string(),
+            ));
+        }
         let mode = if self.status {
-            Mode::Status
+            Mode::Manage(Manage::Status)
         } else if self.doctor {
-            Mode::Doctor
+            Mode::Manage(Manage::Doctor)
         } else if let Some(m) = &self.reactivate {
-            Mode::Reactivate(model_target("--reactivate", m, true)?)
+            Mode::Manage(Manage::Reactivate(target("--reactivate", m)?))
         } else if let Some(m) = &self.disable {
-            Mode::Disable(model_target("--disable", m, false)?)
+            match target("--disable", m)? {
+                Target::Model(m) => Mode::Manage(Manage::Disable(m)),
+                Target::All => {
+                    return Err(UsageError(format!(
+                        "--disable expects provider/model (got '{m}')"
+                    )));
+                }
+            }
         } else if let Some(m) = &self.reset {
-            Mode::Reset(model_target("--reset", m, true)?)
-        } else if let Some(f) = &self.batch {
-            if f.is_empty() || (f.starts_with("--")) {
+            Mode::Manage(Manage::Reset(target("--reset", m)?))
+        } else if let Some(f) = self.batch {
+            if f.is_empty() || f.starts_with("--") {
                 return Err(UsageError("--batch requires a value".to_string()));
             }
-            Mode::Batch(f.clone())
+            let output = checked("--output", self.output)?.map(PathBuf::from);
+            let shard = match checked("--shard", self.shard)? {
+                Some(s) => Some(parse_shard(&s)?),
+                None => None,
+            };
+            Mode::Batch(BatchArgs {
+                file: f,
+                jobs: self.jobs,
+                output,
+                resume: self.resume,
+                shard,
+            })
+        } else if self.explain {
+            Mode::Explain
         } else {
             Mode::Run
         };
+        if self.explain && !matches!(mode, Mode::Explain) {
+            return Err(UsageError(
+                "--explain explains a single run; it cannot be combined with --batch or a \
+                 management flag"
+                    .to_string(),
+            ));
+        }
         let mut files = Vec::new();
         let mut words = Vec::new();
         for w in self.words {
             if w == "-" {
-                return Err(UsageError("unsupported option: -".to_string()));
+                return Err(UsageError(
+                    "unsupported option: - (to attach standard input, write @-)".to_string(),
+                ));
             }
             match w.strip_prefix('@') {
                 Some("") => return Err(UsageError("@file requires a path".to_string())),
+                Some("-") if files.iter().any(|f| f == "-") => {
+                    return Err(UsageError(
+                        "@- is given twice; standard input can be attached once".to_string(),
+                    ));
+                }
                 Some(path) => files.push(path.to_string()),
                 None => words.push(w),
             }
         }
         words.extend(self.literal);
-        if mode != Mode::Run {
-            if !words.is_empty() || !files.is_empty() {
-                return Err(UsageError(match mode {
-                    Mode::Batch(_) => {
-                        "--batch takes its prompts from the job file, not the command line"
-                            .to_string()
-                    }
-                    _ => "management flags take no prompt (put prompt words after --)".to_string(),
-                }));
+        match &mode {
+            Mode::Run | Mode::Explain => {
+                if words.is_empty() {
+                    return Err(UsageError("a prompt is required".to_string()));
+                }
             }
-        } else if words.is_empty() {
-            return Err(UsageError("a prompt is required".to_string()));
+            Mode::Batch(_) if !words.is_empty() || !files.is_empty() => {
+                return Err(UsageError(
+                    "--batch takes its prompts from the job file, not the command line".to_string(),
+                ));
+            }
+            Mode::Manage(_) if !words.is_empty() || !files.is_empty() => {
+                return Err(UsageError(
+                    "management flags take no prompt (put prompt words after --)".to_string(),
+                ));
+            }
+            Mode::Batch(_) | Mode::Manage(_) => {}
         }
+        let wait = match (self.wait, self.no_wait) {
+            (true, false) => Some(true),
+            (false, true) => Some(false),
+            (true, true) => {
+                return Err(UsageError(
+                    "--wait and --no-wait contradict each other".to_string(),
+                ));
+            }
+            (false, false) => None,
+        };
         Ok(Invocation {
             timeout_ms: self.timeout_ms,
-            pi_args,
+            base_args,
+            profile,
             files,
             prompt: words.join(" "),
-            models_scope: self.models,
-            thinking: self.thinking,
+            provider,
+            model,
+            models_scope: models,
+            thinking,
             task_complexity: self.task_complexity,
+            wait,
             verbose: self.verbose,
             json: self.json,
+            health_url,
             mode,
-            jobs: self.jobs,
         })
     }
 }
 
-/// `provider/model`, or `all` where allowed.
-fn model_target(flag: &str, value: &str, all_allowed: bool) -> Result<String, UsageError> {
+/// `provider/model` or `all`.
+fn target(flag: &str, value: &str) -> Result<Target, UsageError> {
     let v = value.trim();
-    if all_allowed && v == "all" {
-        return Ok(v.to_string());
+    if v == "all" {
+        return Ok(Target::All);
     }
     match v.split_once('/') {
-        Some((p, m)) if !p.is_empty() && !m.is_empty() && !v.starts_with('-') => Ok(v.to_string()),
+        Some((p, m)) if !p.is_empty() && !m.is_empty() && !v.starts_with('-') => {
+            Ok(Target::Model(v.to_string()))
+        }
         _ => Err(UsageError(format!(
             "{flag} expects provider/model{} (got '{value}')",
-            if all_allowed { " or all" } else { "" }
+            if flag == "--disable" { "" } else { " or all" }
         ))),
     }
 }
 
-/// The clap command, for completions and the help test.
+/// The clap command, for completions, the man page and the help test.
 pub fn command() -> clap::Command {
     Cli::command()
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn run(args: &[&str]) -> Result<Invocation, String> {
-        let argv = std::iter::once("pi-ccswitch-run").chain(args.iter().copied());
-        match parse(argv) {
-            Ok(Parsed::Run(inv)) => Ok(inv),
-            Ok(Parsed::Info(text)) => Err(format!("INFO:{text}")),
-            Err(e) => Err(e.0),
-        }
-    }
-
-    #[test]
-    fn definition_is_consistent() {
-        command().debug_assert();
-    }
-
-    #[test]
-    fn reference_shape() {
-        let inv = run(&["--timeout-ms", "42", "--no-tools", "@input.md", "summarize"]).unwrap();
-        assert_eq!(inv.timeout_ms, 42);
-        assert_eq!(inv.pi_args, vec!["--no-tools"]);
-        assert_eq!(inv.files, vec!["input.md"]);
-        assert_eq!(inv.prompt, "summarize");
-    }
-
-    #[test]
-    fn words_join_with_one_space_and_default_timeout() {
-        let inv = run(&["say", "hello", "world"]).unwrap();
-        assert_eq!(inv.prompt, "say hello world");
-        assert_eq!(inv.timeout_ms, 600_000);
-        assert!(inv.pi_args.is_empty());
-    }
-
-    #[test]
-    fn double_dash_makes_everything_prompt_text() {
-        let inv = run(&["--no-tools", "--", "--help", "@x", "-v"]).unwrap();
-        assert_eq!(inv.prompt, "--help @x -v");
-        assert!(inv.files.is_empty());
-        let inv = run(&["@a.txt", "--", "@b"]).unwrap();
-        assert_eq!(inv.files, vec!["a.txt"]);
-        assert_eq!(inv.prompt, "@b");
-    }
-
-    #[test]
-    fn usage_errors_name_the_argument() {
-        assert_eq!(
-            run(&["--bad", "x"]).unwrap_err(),
-            "unsupported option: --bad"
-        );
-        assert_eq!(
-            run(&["--bad", "--help"]).unwrap_err(),
-            "unsupported option: --bad"
-        );
-        assert_eq!(run(&["-x", "hi"]).unwrap_err(), "unsupported option: -x");
-        assert_eq!(run(&["-", "hi"]).unwrap_err(), "unsupported option: -");
-        assert_eq!(run(&["@", "hi"]).unwrap_err(), "@file requires a path");
-        assert_eq!(run(&[]).unwrap_err(), "a prompt is required");
-        assert_eq!(run(&["@only.txt"]).unwrap_err(), "a prompt is required");
-        assert_eq!(run(&["--",]).unwrap_err(), "a prompt is required");
-    }
-
-    #[test]
-    fn timeout_must_be_a_positive_integer() {
-        for bad in ["0", "-5", "1.5", "abc", "", "+5", "1e3", "0x10"] {
-            let err = run(&["--timeout-ms", bad, "hi"]).unwrap_err();
-            assert!(err.starts_with("--timeout-ms"), "{bad:?}: {err}");
-        }
-        assert!(run(&["--timeout-ms"]).unwrap_err().contains("--timeout-ms"));
-        assert_eq!(
-            run(&["--timeout-ms", "5", "--timeout-ms", "7", "hi"])
-                .unwrap()
-                .timeout_ms,
-            7
-        );
-        assert_eq!(run(&["--timeout-ms=9", "hi"]).unwrap().timeout_ms, 9);
-    }
-
-    #[test]
-    fn forwarded_values_are_checked() {
-        let inv = run(&[
-            "--provider",
-            "a",
-            "--model",
-            "m",
-            "--thinking",
-            "high",
-            "--models",
-            "a/*",
-            "q",
-        ])
-        .unwrap();
-        assert_eq!(
-            inv.pi_args,
-            vec![
-                "--provider",
-                "a",
-                "--model",
-                "m",
-                "--thinking",
-                "high",
-                "--models",
-                "a/*"
-            ]
-        );
-        assert_eq!(inv.models_scope.as_deref(), Some("a/*"));
-        assert_eq!(
-            run(&["--model", "", "q"]).unwrap_err(),
-            "--model requires a value"
-        );
-        assert_eq!(
-            run(&["--model", "--no-tools", "q"]).unwrap_err(),
-            "--model requires a value"
-        );
-        assert_eq!(
-            run(&["q", "--provider"]).unwrap_err(),
-            "--provider requires a value"
-        );
-        assert_eq!(
-            run(&["--model", "-x", "q"]).unwrap().pi_args,
-            vec!["--model", "-x"]
-        );
-    }
-
-    #[test]
-    fn migration_flags_are_ignored() {
-        let inv = run(&["-p", "--print", "--no-session", "--no-extensions", "hi"]).unwrap();
-        assert!(inv.pi_args.is_empty());
-        assert_eq!(inv.prompt, "hi");
-    }
-
-    #[test]
-    fn management_modes_take_no_prompt() {
-        assert_eq!(run(&["--status"]).unwrap().mode, Mode::Status);
-        assert!(run(&["--status", "--json"]).unwrap().json);
-        assert_eq!(run(&["--doctor"]).unwrap().mode, Mode::Doctor);
-        assert_eq!(
-            run(&["--reactivate", "all"]).unwrap().mode,
-            Mode::Reactivate("all".into())
-        );
-        assert_eq!(
-            run(&["--disable", "zai/glm-4.6"]).unwrap().mode,
-            Mode::Disable("zai/glm-4.6".into())
-        );
-        assert_eq!(
-            run(&["--reset", "a/b/c"]).unwrap().mode,
-            Mode::Reset("a/b/c".into())
-        );
-        assert!(
-            run(&["--disable", "all"])
-                .unwrap_err()
-                .contains("provider/model")
-        );
-        assert!(
-            run(&["--reset", "nomodel"])
-                .unwrap_err()
-                .contains("provider/model or all")
-        );
-        assert!(
-            run(&["--status", "hello"])
-                .unwrap_err()
-                .contains("take no prompt")
-        );
-        assert!(run(&["--status", "--doctor"]).is_err());
-        // A prompt that looks like a management flag goes after `--`.
-        let inv = run(&["--", "--status"]).unwrap();
-        assert_eq!((inv.mode, inv.prompt.as_str()), (Mode::Run, "--status"));
-    }
-
-    #[test]
-    fn batch_mode() {
-        let inv = run(&["--batch", "jobs.jsonl", "--jobs", "2", "--json"]).unwrap();
-        assert_eq!(inv.mode, Mode::Batch("jobs.jsonl".into()));
-        assert_eq!(inv.jobs, Some(2));
-        assert_eq!(
-            run(&["--batch", "-"]).unwrap().mode,
-            Mode::Batch("-".into())
-        );
-        assert!(
-            run(&["--batch", "f", "hello"])
-                .unwrap_err()
-                .contains("job file")
-        );
-        assert!(
-            run(&["--jobs", "2", "hello"]).is_err(),
-            "--jobs needs --batch"
-        );
-        assert!(
-            run(&["--batch", "f", "--jobs", "0"])
-                .unwrap_err()
-                .contains("--jobs must be")
-        );
-        assert!(run(&["--batch", "f", "--status"]).is_err());
-    }
-
-    #[test]
-    fn help_and_version_are_info() {
-        assert!(run(&["--help"]).unwrap_err().starts_with("INFO:"));
-        assert!(run(&["-h"]).unwrap_err().contains("Exit codes"));
-        assert!(
-            run(&["-V"])
-                .unwrap_err()
-                .contains(env!("CARGO_PKG_VERSION"))
-        );
-    }
-}
+#[path = "cli_tests.rs"]
+mod tests;

@@ -65,7 +65,7 @@ pub fn run(args: Vec<OsString>) -> Exit {
             // The whole context chain on one line: "cannot read the batch file x: No such file".
             let message = format!("{err:#}");
             output::error_line(&message);
-            if inv.json && matches!(inv.mode, cli::Mode::Run) {
+            if inv.json && matches!(inv.mode, cli::Mode::Run | cli::Mode::Explain) {
                 let report = driver::Report::failed(Exit::Error, message);
                 let _ = output::stdout_text(&format!("{}\n", output::result_json(&report)));
             }
@@ -77,7 +77,7 @@ pub fn run(args: Vec<OsString>) -> Exit {
 /// Everything after parsing; an `Err` is a one-line reason for exit 2.
 fn fallible(inv: &cli::Invocation) -> anyhow::Result<Exit> {
     let prepared = match inv.mode {
-        cli::Mode::Run => attach::prepare(&inv.files, &inv.prompt)?,
+        cli::Mode::Run | cli::Mode::Explain => attach::prepare(&inv.files, &inv.prompt)?,
         _ => attach::Prepared::default(),
     };
     for note in &prepared.notes {
@@ -100,21 +100,22 @@ fn fallible(inv: &cli::Invocation) -> anyhow::Result<Exit> {
     };
     let timeout = std::time::Duration::from_millis(inv.timeout_ms);
     match &inv.mode {
-        cli::Mode::Run => {}
-        cli::Mode::Batch(file) => {
+        cli::Mode::Run | cli::Mode::Explain => {}
+        cli::Mode::Batch(args) => {
+            let file = &args.file;
             // Read the jobs before taking over SIGINT/SIGTERM: until then the default action
             // (end the process) is exactly right, even while waiting on stdin.
             let input = read_batch_input(file)?;
             let signals = signals::install().context("cannot install signal handlers")?;
             let plan = batch::Plan {
                 pi_command: settings.pi_command.clone(),
-                pi_args: inv.pi_args.clone(),
+                pi_args: inv.pi_args(),
                 config,
                 timeout,
                 verbose: inv.verbose,
                 thinking: inv.thinking.clone(),
-                complexity: inv.task_complexity.as_deref().and_then(|c| c.parse().ok()),
-                workers: inv.jobs.unwrap_or_else(|| {
+                complexity: inv.task_complexity,
+                workers: args.jobs.unwrap_or_else(|| {
                     std::thread::available_parallelism().map_or(2, std::num::NonZero::get)
                 }),
             };
@@ -123,16 +124,18 @@ fn fallible(inv: &cli::Invocation) -> anyhow::Result<Exit> {
         }
         // Management commands keep the default signal actions: nothing to clean up but a
         // short-lived Pi, which exits when our end of its stdin closes.
-        mode => return Ok(runtime.block_on(manage::run(mode, &settings, &inv.pi_args, inv.json))),
+        cli::Mode::Manage(m) => {
+            return Ok(runtime.block_on(manage::run(m, &settings, &inv.pi_args(), inv.json)));
+        }
     }
     let mut signals = signals::install().context("cannot install signal handlers")?;
     let thinking = job_thinking(
         inv.thinking.as_deref(),
-        inv.task_complexity.as_deref().and_then(|c| c.parse().ok()),
+        inv.task_complexity,
         &inv.prompt,
         &prepared,
     );
-    let mut pi_args = inv.pi_args.clone();
+    let mut pi_args = inv.pi_args();
     if inv.thinking.is_none()
         && let Some(level) = &thinking
     {

@@ -287,12 +287,12 @@ pub fn reactivate(health: &mut Health, target: &str, models: &[ModelInfo], now_m
 
 /// Runs a management mode. `json` selects JSON output where it applies.
 pub async fn run(
-    mode: &crate::cli::Mode,
+    mode: &crate::cli::Manage,
     settings: &Settings,
     pi_args: &[String],
     json: bool,
 ) -> Exit {
-    use crate::cli::Mode;
+    use crate::cli::{Manage as Mode, Target};
     let Some(dir) = settings.agent_dir.clone() else {
         return fail(
             "cannot find Pi's agent directory: set PI_CODING_AGENT_DIR or HOME",
@@ -332,7 +332,8 @@ pub async fn run(
                 .await
                 .unwrap_or_default();
             let mut changed = 0;
-            let res = store.update(now, &mut |h| changed = reactivate(h, target, &models, now));
+            let key = target.to_string();
+            let res = store.update(now, &mut |h| changed = reactivate(h, &key, &models, now));
             finish_update(
                 res,
                 &format!("reactivated {target} ({changed} breakers closed)\n"),
@@ -362,17 +363,15 @@ pub async fn run(
             finish_update(res, &format!("disabled {target}\n"), json)
         }
         Mode::Reset(target) => {
-            let res = store.update(now, &mut |h| {
-                if target == "all" {
-                    *h = Health::default();
-                } else {
-                    h.models.remove(target);
+            let res = store.update(now, &mut |h| match target {
+                Target::All => *h = Health::default(),
+                Target::Model(m) => {
+                    h.models.remove(m);
                 }
             });
             finish_update(res, &format!("reset {target}\n"), json)
         }
         Mode::Doctor => doctor(settings, pi_args, &dir, &store, json).await,
-        Mode::Run | Mode::Batch(_) => Exit::Error,
     }
 }
 

@@ -1,0 +1,412 @@
+//! Unit tests of the command line grammar (`cli.rs`).
+
+use super::*;
+
+fn run(args: &[&str]) -> Result<Invocation, String> {
+    let argv = std::iter::once("pi-ccswitch-run").chain(args.iter().copied());
+    match parse(argv) {
+        Ok(Parsed::Run(inv)) => Ok(inv),
+        Ok(Parsed::Info(text)) => Err(format!("INFO:{text}")),
+        Err(e) => Err(e.0),
+    }
+}
+
+#[test]
+fn definition_is_consistent() {
+    command().debug_assert();
+}
+
+#[test]
+fn reference_shape() {
+    let inv = run(&["--timeout-ms", "42", "--no-tools", "@input.md", "summarize"]).unwrap();
+    assert_eq!(inv.timeout_ms, 42);
+    assert_eq!(inv.pi_args(), vec!["--no-tools"]);
+    assert_eq!(inv.files, vec!["input.md"]);
+    assert_eq!(inv.prompt, "summarize");
+}
+
+#[test]
+fn words_join_with_one_space_and_default_timeout() {
+    let inv = run(&["say", "hello", "world"]).unwrap();
+    assert_eq!(inv.prompt, "say hello world");
+    assert_eq!(inv.timeout_ms, 600_000);
+    assert!(inv.pi_args().is_empty());
+}
+
+#[test]
+fn double_dash_makes_everything_prompt_text() {
+    let inv = run(&["--no-tools", "--", "--help", "@x", "-v"]).unwrap();
+    assert_eq!(inv.prompt, "--help @x -v");
+    assert!(inv.files.is_empty());
+    let inv = run(&["@a.txt", "--", "@b"]).unwrap();
+    assert_eq!(inv.files, vec!["a.txt"]);
+    assert_eq!(inv.prompt, "@b");
+}
+
+#[test]
+fn usage_errors_name_the_argument() {
+    assert_eq!(
+        run(&["--bad", "x"]).unwrap_err(),
+        "unsupported option: --bad"
+    );
+    assert_eq!(
+        run(&["--bad", "--help"]).unwrap_err(),
+        "unsupported option: --bad"
+    );
+    assert_eq!(run(&["-x", "hi"]).unwrap_err(), "unsupported option: -x");
+    assert_eq!(
+        run(&["-", "hi"]).unwrap_err(),
+        "unsupported option: - (to attach standard input, write @-)"
+    );
+    assert_eq!(run(&["@", "hi"]).unwrap_err(), "@file requires a path");
+    assert_eq!(run(&[]).unwrap_err(), "a prompt is required");
+    assert_eq!(run(&["@only.txt"]).unwrap_err(), "a prompt is required");
+    assert_eq!(run(&["--",]).unwrap_err(), "a prompt is required");
+}
+
+#[test]
+fn timeout_must_be_a_positive_integer() {
+    for bad in ["0", "-5", "1.5", "abc", "", "+5", "1e3", "0x10"] {
+        let err = run(&["--timeout-ms", bad, "hi"]).unwrap_err();
+        assert!(err.starts_with("--timeout-ms"), "{bad:?}: {err}");
+    }
+    assert!(run(&["--timeout-ms"]).unwrap_err().contains("--timeout-ms"));
+    assert_eq!(
+        run(&["--timeout-ms", "5", "--timeout-ms", "7", "hi"])
+            .unwrap()
+            .timeout_ms,
+        7
+    );
+    assert_eq!(run(&["--timeout-ms=9", "hi"]).unwrap().timeout_ms, 9);
+}
+
+#[test]
+fn forwarded_values_are_checked() {
+    let inv = run(&[
+        "--provider",
+        "a",
+        "--model",
+        "m",
+        "--thinking",
+        "high",
+        "--models",
+        "a/*",
+        "q",
+    ])
+    .unwrap();
+    assert_eq!(
+        inv.pi_args(),
+        vec![
+            "--provider",
+            "a",
+            "--model",
+            "m",
+            "--thinking",
+            "high",
+            "--models",
+            "a/*"
+        ]
+    );
+    assert_eq!(inv.models_scope.as_deref(), Some("a/*"));
+    assert_eq!(
+        run(&["--model", "", "q"]).unwrap_err(),
+        "--model requires a value"
+    );
+    assert_eq!(
+        run(&["--model", "--no-tools", "q"]).unwrap_err(),
+        "--model requires a value"
+    );
+    assert_eq!(
+        run(&["q", "--provider"]).unwrap_err(),
+        "--provider requires a value"
+    );
+    assert_eq!(
+        run(&["--model", "-x", "q"]).unwrap().pi_args(),
+        vec!["--model", "-x"]
+    );
+}
+
+#[test]
+fn migration_flags_are_ignored() {
+    let inv = run(&["-p", "--print", "--no-session", "--no-extensions", "hi"]).unwrap();
+    assert!(inv.pi_args().is_empty());
+    assert_eq!(inv.prompt, "hi");
+}
+
+#[test]
+fn management_modes_take_no_prompt() {
+    assert_eq!(
+        run(&["--status"]).unwrap().mode,
+        Mode::Manage(Manage::Status)
+    );
+    assert!(run(&["--status", "--json"]).unwrap().json);
+    assert_eq!(
+        run(&["--doctor"]).unwrap().mode,
+        Mode::Manage(Manage::Doctor)
+    );
+    assert_eq!(
+        run(&["--reactivate", "all"]).unwrap().mode,
+        Mode::Manage(Manage::Reactivate(Target::All))
+    );
+    assert_eq!(
+        run(&["--disable", "zai/glm-4.6"]).unwrap().mode,
+        Mode::Manage(Manage::Disable("zai/glm-4.6".into()))
+    );
+    assert_eq!(
+        run(&["--reset", "a/b/c"]).unwrap().mode,
+        Mode::Manage(Manage::Reset(Target::Model("a/b/c".into())))
+    );
+    assert!(
+        run(&["--disable", "all"])
+            .unwrap_err()
+            .contains("provider/model")
+    );
+    assert!(
+        run(&["--reset", "nomodel"])
+            .unwrap_err()
+            .contains("provider/model or all")
+    );
+    assert!(
+        run(&["--status", "hello"])
+            .unwrap_err()
+            .contains("take no prompt")
+    );
+    assert!(run(&["--status", "--doctor"]).is_err());
+    // A prompt that looks like a management flag goes after `--`.
+    let inv = run(&["--", "--status"]).unwrap();
+    assert_eq!((inv.mode, inv.prompt.as_str()), (Mode::Run, "--status"));
+}
+
+#[test]
+fn batch_mode() {
+    let inv = run(&["--batch", "jobs.jsonl", "--jobs", "2", "--json"]).unwrap();
+    let Mode::Batch(b) = inv.mode else {
+        panic!("not batch")
+    };
+    assert_eq!((b.file.as_str(), b.jobs), ("jobs.jsonl", Some(2)));
+    let Mode::Batch(b) = run(&["--batch", "-"]).unwrap().mode else {
+        panic!("not batch")
+    };
+    assert_eq!(b.file, "-");
+    assert!(
+        run(&["--batch", "f", "hello"])
+            .unwrap_err()
+            .contains("job file")
+    );
+    assert!(
+        run(&["--jobs", "2", "hello"]).is_err(),
+        "--jobs needs --batch"
+    );
+    assert!(
+        run(&["--batch", "f", "--jobs", "0"])
+            .unwrap_err()
+            .contains("--jobs must be")
+    );
+    assert!(run(&["--batch", "f", "--status"]).is_err());
+}
+
+#[test]
+fn help_and_version_are_info() {
+    assert!(run(&["--help"]).unwrap_err().starts_with("INFO:"));
+    assert!(run(&["-h"]).unwrap_err().contains("Exit codes"));
+    assert!(
+        run(&["-V"])
+            .unwrap_err()
+            .contains(env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn numbers_are_digits_only_without_whitespace() {
+    // Regression (issue 9): `--timeout-ms " 5000"` was accepted.
+    for bad in [" 5000", "5000 ", "\t5", "5\n"] {
+        let err = run(&["--timeout-ms", bad, "hi"]).unwrap_err();
+        assert!(
+            err.starts_with("--timeout-ms must be a positive integer"),
+            "{bad:?}: {err}"
+        );
+    }
+    assert_eq!(parse_decimal("007"), Some(7));
+    assert_eq!(parse_decimal(" 7"), None);
+}
+
+#[test]
+fn untrusted_document_flags_are_forwarded_with_value_checks() {
+    let inv = run(&[
+        "--system-prompt",
+        "You summarise.",
+        "--append-system-prompt",
+        "Be brief.",
+        "--append-system-prompt=Plain text only.",
+        "--tools",
+        "read,ls",
+        "--exclude-tools=bash",
+        "--no-builtin-tools",
+        "--no-skills",
+        "--no-context-files",
+        "q",
+    ])
+    .unwrap();
+    assert_eq!(
+        inv.pi_args(),
+        vec![
+            "--no-builtin-tools",
+            "--tools",
+            "read,ls",
+            "--exclude-tools",
+            "bash",
+            "--system-prompt",
+            "You summarise.",
+            "--append-system-prompt",
+            "Be brief.",
+            "--append-system-prompt",
+            "Plain text only.",
+            "--no-context-files",
+            "--no-skills",
+        ]
+    );
+    for flag in [
+        "--system-prompt",
+        "--append-system-prompt",
+        "--tools",
+        "--exclude-tools",
+    ] {
+        assert_eq!(
+            run(&[flag, "", "q"]).unwrap_err(),
+            format!("{flag} requires a value")
+        );
+        assert_eq!(
+            run(&[flag, "--no-tools", "q"]).unwrap_err(),
+            format!("{flag} requires a value")
+        );
+        assert_eq!(
+            run(&["q", flag]).unwrap_err(),
+            format!("{flag} requires a value")
+        );
+        assert_eq!(
+            run(&[&format!("{flag}="), "q"]).unwrap_err(),
+            format!("{flag} requires a value")
+        );
+    }
+}
+
+#[test]
+fn mistyped_flags_get_a_suggestion() {
+    assert_eq!(
+        run(&["--modle", "x", "q"]).unwrap_err(),
+        "unsupported option: --modle (did you mean --model?)"
+    );
+    assert_eq!(
+        run(&["--timeout", "5", "q"]).unwrap_err(),
+        "unsupported option: --timeout (did you mean --timeout-ms?)"
+    );
+}
+
+#[test]
+fn unicode_dashes_are_usage_errors_before_double_dash_only() {
+    for (word, dash) in [
+        ("\u{2014}model", "U+2014 EM DASH"),
+        ("\u{2013}model", "U+2013 EN DASH"),
+        ("\u{2212}model", "U+2212 MINUS SIGN"),
+        ("\u{2014}\u{2014}model", "U+2014 EM DASH"),
+    ] {
+        let err = run(&[word, "x", "q"]).unwrap_err();
+        assert!(err.contains(dash), "{err}");
+        assert!(err.contains("did you mean --model?"), "{err}");
+    }
+    let err = run(&["\u{2013}\u{2013}no-tools", "q"]).unwrap_err();
+    assert!(err.contains("did you mean --no-tools?"), "{err}");
+    // After `--` it is prompt text; a dash inside prose is prose.
+    assert_eq!(
+        run(&["--", "\u{2014}model", "x"]).unwrap().prompt,
+        "\u{2014}model x"
+    );
+    assert_eq!(
+        run(&["2020\u{2013}2024", "\u{2014}", "fine"])
+            .unwrap()
+            .prompt,
+        "2020\u{2013}2024 \u{2014} fine"
+    );
+}
+
+#[test]
+fn stdin_attachment_and_batch_flags() {
+    assert_eq!(run(&["@-", "summarise"]).unwrap().files, vec!["-"]);
+    assert!(
+        run(&["@-", "@-", "q"])
+            .unwrap_err()
+            .contains("@- is given twice")
+    );
+    let inv = run(&[
+        "--batch",
+        "jobs.jsonl",
+        "--output",
+        "out.jsonl",
+        "--resume",
+        "--shard",
+        "2/5",
+    ])
+    .unwrap();
+    let Mode::Batch(b) = inv.mode else {
+        panic!("not batch")
+    };
+    assert_eq!(b.output.as_deref(), Some(std::path::Path::new("out.jsonl")));
+    assert!(b.resume);
+    assert_eq!(b.shard, Some(Shard { index: 2, count: 5 }));
+    for bad in ["3/3", "0/0", "1", "a/2", "-1/2", "1/-2", " 1/2", "1/2/3"] {
+        let err = run(&["--batch", "f", "--shard", bad]).unwrap_err();
+        assert!(err.starts_with("--shard expects I/N"), "{bad}: {err}");
+    }
+    assert!(
+        run(&["--batch", "f", "--resume"])
+            .unwrap_err()
+            .contains("--output")
+    );
+    assert!(run(&["--resume", "q"]).is_err());
+    assert!(
+        run(&["--output", "o", "q"])
+            .unwrap_err()
+            .contains("--batch")
+    );
+    assert!(
+        run(&["--shard", "0/2", "q"])
+            .unwrap_err()
+            .contains("--batch")
+    );
+}
+
+#[test]
+fn explain_wait_and_health_url() {
+    assert_eq!(run(&["--explain", "q"]).unwrap().mode, Mode::Explain);
+    assert!(
+        run(&["--explain", "--batch", "f"])
+            .unwrap_err()
+            .contains("--explain")
+    );
+    assert!(run(&["--explain", "--status"]).is_err());
+    assert_eq!(run(&["--wait", "q"]).unwrap().wait, Some(true));
+    assert_eq!(run(&["--no-wait", "q"]).unwrap().wait, Some(false));
+    assert_eq!(run(&["q"]).unwrap().wait, None);
+    assert_eq!(
+        run(&["--health-url", "redis://:pw@127.0.0.1:6379/0", "q"])
+            .unwrap()
+            .health_url
+            .as_deref(),
+        Some("redis://:pw@127.0.0.1:6379/0")
+    );
+    assert!(
+        run(&["--health-url", "http://x", "q"])
+            .unwrap_err()
+            .contains("redis://")
+    );
+    assert_eq!(
+        run(&["--task-complexity", "HIGH", "q"]).unwrap_err(),
+        "invalid value 'HIGH' for --task-complexity (expected auto, low, medium, high)"
+    );
+    assert_eq!(
+        run(&["--task-complexity", "high", "q"])
+            .unwrap()
+            .task_complexity,
+        Some(Complexity::High)
+    );
+}
