@@ -4,6 +4,13 @@
 //! terminal's Ctrl-C reaches only us: we decide when Pi stops. Its stdin stays open until the
 //! run is over (EOF makes Pi exit at once). Its stderr is drained into a bounded buffer that
 //! is shown, redacted, only when Pi fails.
+//!
+//! If the runner itself is killed (SIGKILL, the OOM killer), real Pi exits because its stdin
+//! closes — but a wedged Node or a `pi` that ignores stdin would live on. So the kernel is asked
+//! to SIGKILL the child when its parent dies (`PR_SET_PDEATHSIG`, which cannot be ignored).
+//! Linux ties that signal to the *thread* that forked the child: Pi must be spawned from a thread
+//! that lives as long as the run (the runtime's thread), never from a short-lived blocking-pool
+//! thread, or Pi would die when that thread retires.
 
 use std::ffi::OsString;
 use std::io::ErrorKind;
@@ -84,6 +91,7 @@ impl Agent {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        die_with_parent(&mut cmd);
         let mut child = cmd.spawn().map_err(|e| match e.kind() {
             // ENOENT also comes back when the file exists but its `#!` interpreter does not.
             ErrorKind::NotFound if std::path::Path::new(program).is_file() => SpawnError::Other(
@@ -207,23 +215,50 @@ impl Drop for Agent {
     }
 }
 
+/// Asks the kernel to SIGKILL the child when the thread that spawns it (the runtime's thread,
+/// alive for the whole run) ends, i.e. when the runner dies however it dies.
+fn die_with_parent(cmd: &mut Process) {
+    let parent = i32::try_from(std::process::id()).unwrap_or(0);
+    // SAFETY: only async-signal-safe calls (prctl, getppid) run between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The runner may have died before the prctl took effect.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other("the runner exited while starting Pi"));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// How long `--version` of node or pi may take (a first start compiles Pi's bundle).
+const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// `node --version` of the `node` on PATH, for explaining a start-up crash.
-pub fn node_version() -> Option<String> {
-    version_of(std::ffi::OsStr::new("node"))
+pub async fn node_version() -> Option<String> {
+    version_of(std::ffi::OsStr::new("node")).await
 }
 
 /// `pi --version`, for `--doctor`.
-pub fn pi_version(program: &OsString) -> Option<String> {
-    version_of(program)
+pub async fn pi_version(program: &OsString) -> Option<String> {
+    version_of(program).await
 }
 
-/// What `program --version` prints, when it succeeds.
-fn version_of(program: &std::ffi::OsStr) -> Option<String> {
-    let out = std::process::Command::new(program)
-        .arg("--version")
+/// What `program --version` prints, when it succeeds within [`VERSION_TIMEOUT`].
+async fn version_of(program: &std::ffi::OsStr) -> Option<String> {
+    let mut cmd = Process::new(program);
+    cmd.arg("--version")
         .stdin(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
-        .output()
+        .kill_on_drop(true);
+    die_with_parent(&mut cmd);
+    let out = tokio::time::timeout(VERSION_TIMEOUT, cmd.output())
+        .await
+        .ok()?
         .ok()?;
     let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
     (out.status.success() && !v.is_empty()).then_some(v)

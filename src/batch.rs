@@ -309,15 +309,33 @@ async fn run_line(
     };
     // Decoding and downscaling photos takes a few hundred ms each: off the event loop, so the
     // other workers' Pi streams and the signal watcher are served meanwhile.
+    // The job's deadline covers reading its attachments too.
+    let deadline = clock::now().instant + plan.timeout;
     let (files, prompt) = (spec.files.clone(), spec.prompt.clone());
-    let prepared = match tokio::task::spawn_blocking(move || attach::prepare(&files, &prompt)).await
-    {
-        Ok(Ok(p)) => p,
-        Ok(Err(e)) => return finish(Some(&spec.id), Report::failed(Exit::Error, e.to_string())),
-        Err(e) => {
+    let reading = tokio::task::spawn_blocking(move || {
+        attach::prepare(&files, &prompt, attach::Stdin::Refused)
+    });
+    let prepared = match tokio::time::timeout_at(deadline.into(), reading).await {
+        Ok(Ok(Ok(p))) => p,
+        Ok(Ok(Err(e))) => {
+            return finish(Some(&spec.id), Report::failed(Exit::Error, e.to_string()));
+        }
+        Ok(Err(e)) => {
             return finish(
                 Some(&spec.id),
                 Report::failed(Exit::Error, format!("reading the attachments failed: {e}")),
+            );
+        }
+        Err(_) => {
+            return finish(
+                Some(&spec.id),
+                Report::failed(
+                    Exit::Timeout,
+                    format!(
+                        "timed out after {} ms while reading the attachments (--timeout-ms)",
+                        plan.timeout.as_millis()
+                    ),
+                ),
             );
         }
     };
@@ -353,7 +371,6 @@ async fn run_line(
             }
         }
         let Some(s) = session.as_mut() else { break };
-        let deadline = clock::now().instant + plan.timeout;
         let r = s
             .run_job(&job, health, interrupt, deadline, &mut quiet)
             .await;

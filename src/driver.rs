@@ -316,11 +316,8 @@ impl Session {
             Ended::PiExited | Ended::StdinGone => {
                 let status = self.agent.exit_status(Duration::from_millis(1000)).await;
                 let stderr = self.agent.stderr_text().await;
-                report.error = Some(explain_pi_death(
-                    "Pi exited before answering",
-                    status,
-                    &stderr,
-                ));
+                report.error =
+                    Some(explain_pi_death("Pi exited before answering", status, &stderr).await);
                 report.pi_lost = true;
             }
             Ended::Malformed(msg) => {
@@ -337,11 +334,10 @@ pub async fn run(
     pi_command: &OsString,
     pi_args: &[String],
     job: &Job,
-    timeout: Duration,
+    deadline: Instant,
     health: &HealthHandle,
     interrupt: &mut watch::Receiver<Option<Interrupt>>,
 ) -> Report {
-    let deadline = clock::now().instant + timeout;
     let mut session = match Session::start(pi_command, pi_args) {
         Ok(s) => s,
         Err(e) => return Report::failed(Exit::Error, e),
@@ -372,8 +368,13 @@ pub fn ms_since(t: Instant) -> u64 {
     .unwrap_or(u64::MAX)
 }
 
-/// Turns Pi's early exit into one actionable line.
-fn explain_pi_death(what: &str, status: Option<std::process::ExitStatus>, stderr: &str) -> String {
+/// Turns Pi's early exit into one actionable line: Pi's own error line (not the tail of a Node
+/// stack), and what to do about the usual causes.
+async fn explain_pi_death(
+    what: &str,
+    status: Option<std::process::ExitStatus>,
+    stderr: &str,
+) -> String {
     use std::os::unix::process::ExitStatusExt;
     let how = match status {
         Some(s) => match (s.code(), s.signal()) {
@@ -384,6 +385,7 @@ fn explain_pi_death(what: &str, status: Option<std::process::ExitStatus>, stderr
         None => "still running".to_string(),
     };
     let old_node = stderr.contains("globSync")
+        || stderr.contains("enableCompileCache")
         || (stderr.contains("SyntaxError") && stderr.contains("node:"))
         || stderr.contains("ERR_UNKNOWN_BUILTIN_MODULE");
     if old_node {
@@ -391,19 +393,64 @@ fn explain_pi_death(what: &str, status: Option<std::process::ExitStatus>, stderr
             "{what} ({how}): Pi needs Node.js >= 22.19 but the `node` on PATH is older{}; put a \
              newer node first on PATH",
             agent::node_version()
+                .await
                 .map(|v| format!(" ({v})"))
                 .unwrap_or_default()
         );
     }
-    let tail: Vec<&str> = stderr
+    let reason = pi_error_line(stderr);
+    let hint = if reason.contains("EACCES") || reason.contains("EROFS") || reason.contains("EPERM")
+    {
+        "; Pi needs a writable agent dir (it keeps lock files beside auth.json): check \
+         PI_CODING_AGENT_DIR and its permissions"
+    } else {
+        ""
+    };
+    if reason.is_empty() {
+        format!("{what} ({how})")
+    } else {
+        format!("{what} ({how}); Pi's stderr: {reason}{hint}")
+    }
+}
+
+/// The line of Pi's stderr that says what went wrong: the last `…Error: …` line that is not a
+/// stack frame, else the last three non-empty lines.
+fn pi_error_line(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect();
-    let tail = tail[tail.len().saturating_sub(3)..].join(" | ");
-    if tail.is_empty() {
-        format!("{what} ({how})")
-    } else {
-        format!("{what} ({how}); Pi's stderr: {tail}")
+    let is_error = |l: &&&str| {
+        !l.starts_with("at ")
+            && (l.starts_with("Error")
+                || l.split_once(':')
+                    .is_some_and(|(head, _)| head.ends_with("Error") && !head.contains(' ')))
+    };
+    if let Some(line) = lines.iter().rev().find(is_error) {
+        return (*line).to_string();
+    }
+    lines[lines.len().saturating_sub(3)..].join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pi_error_line;
+
+    #[test]
+    fn pi_error_line_skips_the_node_stack() {
+        let stderr = "Warning: something harmless\nError: EACCES: permission denied, open \
+                      '/ro/agent/auth.json.lock'\n    at Object.openSync (node:fs:573:18)\n    \
+                      at lockSync (file:///pi/dist/cli.js:10:3)\n    at main (file:///pi/cli.js:9:1)\n";
+        assert_eq!(
+            pi_error_line(stderr),
+            "Error: EACCES: permission denied, open '/ro/agent/auth.json.lock'"
+        );
+        assert_eq!(
+            pi_error_line("TypeError: x is not a function\n  at y"),
+            "TypeError: x is not a function"
+        );
+        assert_eq!(pi_error_line("a\nb\nc\nd\n"), "b | c | d");
+        assert_eq!(pi_error_line(""), "");
     }
 }

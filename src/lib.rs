@@ -76,8 +76,22 @@ pub fn run(args: Vec<OsString>) -> Exit {
 
 /// Everything after parsing; an `Err` is a one-line reason for exit 2.
 fn fallible(inv: &cli::Invocation) -> anyhow::Result<Exit> {
+    let timeout = std::time::Duration::from_millis(inv.timeout_ms);
+    // `--timeout-ms` counts from here: reading the attachments is part of the run.
+    let deadline = clock::now().instant + timeout;
     let prepared = match inv.mode {
-        cli::Mode::Run | cli::Mode::Explain => attach::prepare(&inv.files, &inv.prompt)?,
+        cli::Mode::Run | cli::Mode::Explain => {
+            match prepare_within(&inv.files, &inv.prompt, deadline)? {
+                Some(p) => p,
+                None => {
+                    output::error_line(&format!(
+                        "timed out after {} ms while reading the attachments (--timeout-ms)",
+                        inv.timeout_ms
+                    ));
+                    return Ok(Exit::Timeout);
+                }
+            }
+        }
         _ => attach::Prepared::default(),
     };
     for note in &prepared.notes {
@@ -98,7 +112,6 @@ fn fallible(inv: &cli::Invocation) -> anyhow::Result<Exit> {
         cooldown_scale: settings.cooldown_scale,
         models_scope: inv.models_scope.clone(),
     };
-    let timeout = std::time::Duration::from_millis(inv.timeout_ms);
     match &inv.mode {
         cli::Mode::Run | cli::Mode::Explain => {}
         cli::Mode::Batch(args) => {
@@ -155,7 +168,7 @@ fn fallible(inv: &cli::Invocation) -> anyhow::Result<Exit> {
         &settings.pi_command,
         &pi_args,
         &job,
-        timeout,
+        deadline,
         &health,
         &mut signals,
     ));
@@ -221,6 +234,31 @@ fn read_batch_input(file: &str) -> anyhow::Result<Vec<u8>> {
     };
     read.with_context(|| format!("cannot read the batch file {file}"))?;
     Ok(bytes)
+}
+
+/// Reads the attachments on a thread of its own, so `--timeout-ms` covers them too (`None`: the
+/// deadline passed first; the process is about to exit, so the reader is simply left behind).
+fn prepare_within(
+    files: &[String],
+    prompt: &str,
+    deadline: std::time::Instant,
+) -> anyhow::Result<Option<attach::Prepared>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (files, prompt) = (files.to_vec(), prompt.to_string());
+    std::thread::Builder::new()
+        .name("attachments".into())
+        .spawn(move || {
+            let _ = tx.send(attach::prepare(&files, &prompt, attach::Stdin::Allowed));
+        })
+        .context("cannot start reading the attachments")?;
+    let left = deadline.saturating_duration_since(clock::now().instant);
+    match rx.recv_timeout(left) {
+        Ok(prepared) => Ok(Some(prepared?)),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Ok(None),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            anyhow::bail!("reading the attachments failed")
+        }
+    }
 }
 
 /// The thinking level of one prompt: `--thinking`, else `--task-complexity` estimated on this

@@ -450,7 +450,7 @@ async fn doctor(
             ),
         ),
     });
-    let node = agent::node_version();
+    let node = agent::node_version().await;
     checks.push(match node.as_deref().and_then(parse_version) {
         Some(v) if v >= NODE_MIN_VERSION => (true, "node", node.clone().unwrap_or_default()),
         Some(_) => (
@@ -468,7 +468,7 @@ async fn doctor(
         ),
     });
     if pi_path.is_some() {
-        let version = agent::pi_version(&settings.pi_command);
+        let version = agent::pi_version(&settings.pi_command).await;
         checks.push(match version.as_deref().and_then(parse_version) {
             Some(v) if v >= PI_MIN_VERSION => {
                 (true, "pi version", version.clone().unwrap_or_default())

@@ -1,13 +1,18 @@
 //! `@path` attachments → the prompt message and its images, in the order given. The only
-//! reads of user input files. Everything is checked before Pi is started, so a bad attachment
-//! costs nothing. Text vs image is decided by content (signature), never by file name.
+//! reads of user input files and of standard input (`@-`). Everything is checked before Pi is
+//! started, so a bad attachment costs nothing. Text vs image is decided by content
+//! (signature), never by file name.
+//!
+//! A file is opened first and checked afterwards, on the open descriptor (`fstat`), so a path
+//! swapped between a check and the open (a FIFO planted where a file was) cannot make the
+//! runner block: the open is non-blocking, and anything but a regular file is refused.
 
 pub mod image;
 pub mod text;
 
 use std::fmt;
 use std::fs;
-use std::io::Read;
+use std::io::{IsTerminal as _, Read};
 use std::path::{Path, PathBuf};
 
 use crate::rpc::ImageContent;
@@ -25,10 +30,16 @@ pub struct Prepared {
     pub notes: Vec<String>,
 }
 
+/// The `@` argument that reads standard input.
+pub const STDIN: &str = "-";
+/// The name standard input gets in `<file name="…">` and in messages.
+pub const STDIN_NAME: &str = "stdin";
+
 /// A bad attachment (exit 2): `problem: ABSOLUTE PATH (detail)`, worded like the old
 /// runner's messages (`file not found: …`) so scripts that match them keep working.
 #[derive(Debug)]
 pub struct AttachError {
+    /// The absolute path, or `stdin`.
     pub path: PathBuf,
     pub problem: String,
     pub detail: Option<String>,
@@ -36,7 +47,13 @@ pub struct AttachError {
 
 impl fmt::Display for AttachError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.problem, self.path.display())?;
+        // A path may hold a newline or an escape sequence: never print it raw.
+        write!(
+            f,
+            "{}: {}",
+            self.problem,
+            printable(&self.path.to_string_lossy())
+        )?;
         match &self.detail {
             Some(d) => write!(f, " ({d})"),
             None => Ok(()),
@@ -53,21 +70,50 @@ fn problem(what: &str, detail: Option<String>) -> Problem {
 
 impl std::error::Error for AttachError {}
 
+/// Control characters of a path as escapes (`\n`, `\u{1b}`), for one-line messages.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Whether `@-` may read standard input here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stdin {
+    /// A single run: `@-` reads standard input (refused when it is a terminal).
+    Allowed,
+    /// A batch job: standard input may be the job list itself.
+    Refused,
+}
+
 /// Reads every attachment in order and builds the message.
-pub fn prepare(files: &[String], prompt: &str) -> Result<Prepared, AttachError> {
+pub fn prepare(files: &[String], prompt: &str, stdin: Stdin) -> Result<Prepared, AttachError> {
     let mut blocks = Vec::new();
     let mut images = Vec::new();
     let mut notes = Vec::new();
     for file in files {
-        let abs = normalize(
-            &std::path::absolute(Path::new(file)).unwrap_or_else(|_| PathBuf::from(file)),
-        );
+        let from_stdin = file == STDIN;
+        let abs = if from_stdin {
+            PathBuf::from(STDIN_NAME)
+        } else {
+            normalize(&std::path::absolute(Path::new(file)).unwrap_or_else(|_| PathBuf::from(file)))
+        };
         let err = |(problem, detail): Problem| AttachError {
             path: abs.clone(),
             problem,
             detail,
         };
-        let bytes = read_limited(&abs).map_err(err)?;
+        let bytes = if from_stdin {
+            read_stdin(stdin).map_err(err)?
+        } else {
+            read_limited(&abs).map_err(err)?
+        };
         match image::sniff(&bytes) {
             image::Sniffed::Image(format) => {
                 if images.len() >= MAX_IMAGES {
@@ -137,30 +183,70 @@ fn normalize(path: &Path) -> PathBuf {
     out
 }
 
+fn too_large(n: u64) -> Problem {
+    problem(
+        "attachment too large",
+        Some(format!(
+            "{n} bytes; at most {} MiB per attachment",
+            MAX_ATTACHMENT_BYTES / 1024 / 1024
+        )),
+    )
+}
+
+/// Opens without blocking (a FIFO or device cannot stall the open), then checks what was
+/// opened; symlinks to regular files are followed, as users expect of their own files.
 fn read_limited(path: &Path) -> Result<Vec<u8>, Problem> {
-    let meta = fs::metadata(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => problem("file not found", None),
-        _ => problem("cannot read file", Some(e.to_string())),
-    })?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => problem("file not found", None),
+            std::io::ErrorKind::IsADirectory => problem("not a regular text file", None),
+            _ => problem("cannot read file", Some(e.to_string())),
+        })?;
+    let meta = file
+        .metadata()
+        .map_err(|e| problem("cannot read file", Some(e.to_string())))?;
     if !meta.is_file() {
         return Err(problem("not a regular text file", None));
     }
-    let too_large = |n: u64| {
-        problem(
-            "attachment too large",
-            Some(format!(
-                "{n} bytes; at most {} MiB per attachment",
-                MAX_ATTACHMENT_BYTES / 1024 / 1024
-            )),
-        )
-    };
     if meta.len() > MAX_ATTACHMENT_BYTES {
         return Err(too_large(meta.len()));
     }
+    read_bounded(file, "cannot read file")
+}
+
+/// `@-`: standard input, read to its end (bounded like a file). Never read unless asked, so an
+/// open, never-closing stdin of a CI step cannot hang a run that does not use it.
+fn read_stdin(stdin: Stdin) -> Result<Vec<u8>, Problem> {
+    if stdin == Stdin::Refused {
+        return Err(problem(
+            "cannot attach standard input here",
+            Some(
+                "a batch job's files cannot be '-': the batch may be reading its jobs from stdin"
+                    .to_string(),
+            ),
+        ));
+    }
+    let input = std::io::stdin();
+    if input.is_terminal() {
+        return Err(problem(
+            "nothing piped in",
+            Some("@- reads standard input, but it is a terminal; pipe the text in, e.g. `git diff | pi-ccswitch-run \"review this\" @-`".to_string()),
+        ));
+    }
+    read_bounded(input.lock(), "cannot read standard input")
+}
+
+/// Reads at most one byte past the limit, so an endless source costs bounded memory and time.
+fn read_bounded(source: impl Read, failed: &str) -> Result<Vec<u8>, Problem> {
     let mut bytes = Vec::new();
-    fs::File::open(path)
-        .and_then(|f| f.take(MAX_ATTACHMENT_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|e| problem("cannot read file", Some(e.to_string())))?;
+    source
+        .take(MAX_ATTACHMENT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| problem(failed, Some(e.to_string())))?;
     if bytes.len() as u64 > MAX_ATTACHMENT_BYTES {
         return Err(too_large(bytes.len() as u64));
     }
