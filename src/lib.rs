@@ -97,7 +97,7 @@ fn fallible(inv: &cli::Invocation) -> anyhow::Result<Exit> {
     for note in &prepared.notes {
         output::error_line(note);
     }
-    let settings = settings::load()?;
+    let settings = settings::load(inv.health_url.as_deref())?;
     if let Some(w) = &settings.pi_warning {
         output::error_line(w);
     }

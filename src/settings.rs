@@ -1,5 +1,6 @@
-//! Settings from the environment: `PI_BIN`, `PI_CODING_AGENT_DIR`, the failover timers. The only
-//! reader of environment variables.
+//! Settings from the environment: `PI_BIN`, `PI_CODING_AGENT_DIR`, the health store, the failover
+//! timers, and the values of secret-named variables (for masking). The only reader of
+//! environment variables.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -9,6 +10,8 @@ use std::time::Duration;
 pub const DEFAULT_ROUND_LIMIT_MS: u64 = 480_000;
 pub const DEFAULT_FIRST_RESPONSE_MS: u64 = 90_000;
 pub const DEFAULT_STALL_MS: u64 = 120_000;
+/// Default key prefix in a Redis health store.
+pub const DEFAULT_HEALTH_PREFIX: &str = "pi-ccswitch-run:";
 
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -23,6 +26,13 @@ pub struct Settings {
     pub stall: Duration,
     /// `CCSWITCH_COOLDOWN_SCALE`: multiplies every breaker cooldown (0–1; for tests and drills).
     pub cooldown_scale: f64,
+    /// `--health-url` or `CCSWITCH_HEALTH_URL`: a Redis store; `None` = the state file.
+    pub health_url: Option<String>,
+    /// `CCSWITCH_HEALTH_PREFIX`: key prefix in Redis.
+    pub health_prefix: String,
+    /// Values of environment variables whose names say they hold secrets; Pi inherits them, so
+    /// they are masked in everything printed or stored. Never written anywhere.
+    pub secret_values: Vec<String>,
 }
 
 /// A configuration problem (exit 2).
@@ -42,9 +52,34 @@ impl std::error::Error for ConfigError {}
     clippy::disallowed_methods,
     reason = "settings.rs is the environment chokepoint"
 )]
-pub fn load() -> Result<Settings, ConfigError> {
+pub fn load(health_url_flag: Option<&str>) -> Result<Settings, ConfigError> {
     let home = directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf());
-    from_lookup(|name| std::env::var_os(name), home)
+    let mut settings = from_lookup(|name| std::env::var_os(name), home)?;
+    if let Some(url) = health_url_flag {
+        settings.health_url = Some(url.to_string());
+    }
+    settings.secret_values = std::env::vars_os()
+        .filter(|(k, _)| secret_named(&k.to_string_lossy()))
+        .map(|(_, v)| v.to_string_lossy().into_owned())
+        .collect();
+    Ok(settings)
+}
+
+/// Placeholder until redaction owns the rule.
+fn secret_named(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    ["KEY", "TOKEN", "SECRET", "PASSWORD"]
+        .iter()
+        .any(|w| n.contains(w))
+}
+
+/// One variable's value, for reading a config file's `$VAR` references the way Pi would.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "settings.rs is the environment chokepoint"
+)]
+pub fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok()
 }
 
 /// Builds settings from any variable lookup (tests pass a map).
@@ -82,7 +117,28 @@ pub fn from_lookup(
             }
         },
     };
+    let health_url = var("CCSWITCH_HEALTH_URL")
+        .filter(|v| !v.is_empty())
+        .map(|v| v.to_string_lossy().into_owned());
+    if let Some(url) = &health_url
+        && !["redis://", "rediss://", "unix://"]
+            .iter()
+            .any(|s| url.starts_with(s))
+    {
+        return Err(ConfigError(
+            "CCSWITCH_HEALTH_URL expects redis://…, rediss://… or unix:///path".to_string(),
+        ));
+    }
+    let health_prefix = var("CCSWITCH_HEALTH_PREFIX")
+        .filter(|v| !v.is_empty())
+        .map_or_else(
+            || DEFAULT_HEALTH_PREFIX.to_string(),
+            |v| v.to_string_lossy().into_owned(),
+        );
     Ok(Settings {
+        health_url,
+        health_prefix,
+        secret_values: Vec::new(),
         pi_command,
         pi_warning,
         agent_dir,

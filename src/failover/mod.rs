@@ -4,6 +4,8 @@
 pub mod breaker;
 pub mod candidates;
 pub mod classify;
+pub mod explain;
 pub mod machine;
+pub mod reopen;
 
 pub use machine::{Action, Attempt, Config, Machine, Options, Outcome};

@@ -1,0 +1,188 @@
+//! `--explain`: what a run would do, decided exactly as the run decides it but stopped before the
+//! first request — the start model, the thinking level, the watchdogs and windows, and every model
+//! Pi knows, either in the order it would be tried (with why it is ranked there) or with the reason
+//! it is excluded. Pure: the machine fills it in, `output` prints it.
+
+use serde::Serialize;
+
+use super::candidates::family;
+use super::reopen::human_ms;
+use crate::catalog::ModelInfo;
+use crate::health::{Block, Health, Keys};
+
+/// The whole explanation (`--explain --json` prints it as is).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Explanation {
+    /// The model the run starts from (`provider/id`), as Pi reports it.
+    pub start_model: String,
+    /// Why the start model would be skipped before sending anything, if it would be.
+    pub start_skipped: Option<String>,
+    /// The thinking level that would be applied (`None`: the model's own default).
+    pub thinking: Option<String>,
+    pub first_response_ms: u64,
+    pub stall_ms: u64,
+    pub round_limit_ms: u64,
+    /// Time left until `--timeout-ms`.
+    pub deadline_ms: Option<u64>,
+    /// Whether a run that finds every candidate cooling would wait for one to reopen.
+    pub wait: bool,
+    /// Estimated size of the request, for the context-window check.
+    pub input_tokens_estimate: u64,
+    pub images: usize,
+    /// The models in the order they would be tried.
+    pub candidates: Vec<Ranked>,
+    /// Every other model Pi lists, with the reason it is left out.
+    pub excluded: Vec<Excluded>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Ranked {
+    pub model: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Excluded {
+    pub model: String,
+    /// A stable code: `outside_models`, `disabled`, `breaker_open`, `probe_leased`,
+    /// `no_image_input`, `window_too_small`, `family_avoided`.
+    pub code: &'static str,
+    pub reason: String,
+    /// For a breaker or lease: how long until it reopens.
+    pub remaining_ms: Option<u64>,
+}
+
+/// What the candidate filters look at, for a request that has not been sent yet.
+pub struct Request<'a> {
+    pub health: &'a Health,
+    pub now_ms: u64,
+    /// The models inside `--models` (all of Pi's when no scope was given).
+    pub pool: &'a [ModelInfo],
+    pub needs_images: bool,
+    pub input_tokens: u64,
+    /// Families this run avoids, with the reason.
+    pub avoided_families: &'a [(String, String)],
+}
+
+/// Why `m` would not be tried, if it would not.
+pub fn why_excluded(m: &ModelInfo, req: &Request<'_>) -> Option<Excluded> {
+    let key = m.key();
+    let excluded = |code: &'static str, reason: String, remaining_ms: Option<u64>| {
+        Some(Excluded {
+            model: key.clone(),
+            code,
+            reason,
+            remaining_ms,
+        })
+    };
+    if !req.pool.iter().any(|p| p.key() == key) {
+        return excluded("outside_models", "outside --models".to_string(), None);
+    }
+    match req.health.blocked(m, req.now_ms, &[]) {
+        Some(Block::Disabled) => {
+            return excluded(
+                "disabled",
+                "disabled (pi-ccswitch-run --reactivate to use it again)".to_string(),
+                None,
+            );
+        }
+        Some(Block::Cooling(scope)) => {
+            let keys = Keys::of(m);
+            let record = keys
+                .get(scope)
+                .and_then(|k| req.health.records(scope)?.get(k));
+            let left = record
+                .and_then(|r| r.cooldown_until)
+                .map_or(0, |t| t.saturating_sub(req.now_ms));
+            let class = record
+                .and_then(|r| r.last_class.clone())
+                .unwrap_or_else(|| "failure".to_string());
+            return excluded(
+                "breaker_open",
+                format!(
+                    "open {} breaker ({class}), {} left",
+                    scope.as_str(),
+                    human_ms(left)
+                ),
+                Some(left),
+            );
+        }
+        Some(Block::Leased) => {
+            let keys = Keys::of(m);
+            let left = crate::health::BREAKER_SCOPES
+                .into_iter()
+                .filter_map(|s| req.health.records(s)?.get(keys.get(s)?))
+                .filter_map(|r| r.lease_until)
+                .map(|t| t.saturating_sub(req.now_ms))
+                .max()
+                .unwrap_or(0);
+            return excluded(
+                "probe_leased",
+                format!(
+                    "another run holds its probe lease ({} left)",
+                    human_ms(left)
+                ),
+                Some(left),
+            );
+        }
+        None => {}
+    }
+    if req.needs_images && !m.accepts_images() {
+        return excluded(
+            "no_image_input",
+            "does not accept images (the request has images)".to_string(),
+            None,
+        );
+    }
+    if let Some(window) = m.context_window
+        && window < req.input_tokens
+    {
+        return excluded(
+            "window_too_small",
+            format!(
+                "context window of {window} tokens is smaller than the ~{} tokens of input",
+                req.input_tokens
+            ),
+            None,
+        );
+    }
+    let fam = family(m);
+    if let Some((_, why)) = req.avoided_families.iter().find(|(f, _)| *f == fam) {
+        return excluded(
+            "family_avoided",
+            format!("family {fam} avoided ({why})"),
+            None,
+        );
+    }
+    None
+}
+
+/// Why `m` is ranked where it is, relative to the model the run starts from.
+pub fn rank_reason(start: &ModelInfo, m: &ModelInfo, health: &Health) -> String {
+    let mut parts = Vec::new();
+    let same_id = m.id.rsplit('/').next().map(str::to_ascii_lowercase)
+        == start.id.rsplit('/').next().map(str::to_ascii_lowercase);
+    parts.push(match (m.provider == start.provider, same_id) {
+        (false, true) => "the same model on another provider".to_string(),
+        (false, false) => "another provider".to_string(),
+        (true, _) => "same provider as the start model (tried after other providers)".to_string(),
+    });
+    if m.accepts_images() != start.accepts_images() {
+        parts.push("different inputs".to_string());
+    }
+    if m.reasoning != start.reasoning {
+        parts.push(if m.reasoning {
+            "reasons".to_string()
+        } else {
+            "does not reason".to_string()
+        });
+    }
+    if m.context_window_or_zero() < start.context_window_or_zero() {
+        parts.push("smaller context window".to_string());
+    }
+    let failures: u64 = health.total_failures(m).iter().sum();
+    if failures > 0 {
+        parts.push(format!("{failures} past failures"));
+    }
+    parts.join(", ")
+}
