@@ -24,16 +24,18 @@
 //!
 //! # Cost
 //!
-//! Matching one brace alternative is O(pattern × path): inside a segment the tokens are
-//! matched by the classic "restart after the last `*`" scan (every other token consumes
-//! exactly one character, so this is exact, and it never revisits more than pattern × segment
+//! Matching one brace alternative is O(pattern × path) (a backtracking matcher is
+//! exponential: `*a*a*a*a*a*a*a*a*a*a*b` against 28 `a`s took it 27 s): inside a segment the
+//! tokens are matched by the classic "restart after the last `*`" scan (every other token
+//! consumes exactly one character, so this is exact, and it visits at most pattern × segment
 //! positions); across segments `**` is a dynamic programme over (pattern segment, path
-//! segment) pairs, each pair checked at most once, keeping one row of booleans.
+//! segment) pairs, each pair checked at most once, keeping two rows of booleans.
 //!
 //! # Limits
 //!
-//! Patterns are user input, so the work is capped, in the spirit of minimatch's own
-//! brace-expansion caps (which also keep the first expansions and drop the rest):
+//! Patterns are user input, so the work is capped. Like the brace-expansion package
+//! minimatch uses (which keeps the first 100,000 expansions), past a cap the first
+//! expansions are kept and the rest dropped:
 //!
 //! - A pattern longer than [`MAX_PATTERN_CHARS`] characters matches nothing, negated or not.
 //! - Brace expansion keeps the first [`MAX_EXPANSIONS`] alternatives, in expansion order, and
@@ -41,7 +43,8 @@
 //!   rest are dropped (so `x{1..1000}` matches `x1` … `x256` only). A character sequence that
 //!   steps onto a surrogate within those first alternatives stays literal.
 //!
-//! Below these caps the results are exactly minimatch's.
+//! Below these caps the results are exactly those of the backtracking matcher this replaced
+//! (property tests compare the two), which agreed with Pi 1.6.0 on every pattern tried.
 
 /// Patterns longer than this (in characters) match nothing.
 pub const MAX_PATTERN_CHARS: usize = 1024;
@@ -60,14 +63,14 @@ pub struct Glob {
     alternatives: Vec<Vec<Segment>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 enum Segment {
     /// `**`: zero or more whole segments.
     Globstar,
     Tokens(Vec<Token>),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 enum Token {
     /// A literal, stored case-folded.
     Lit(char),
@@ -91,6 +94,8 @@ struct PathChar {
 }
 
 impl Glob {
+    /// Compiles `pattern`; never fails (what minimatch would reject is literal or matches
+    /// nothing, see the module doc).
     pub fn new(pattern: &str) -> Glob {
         if pattern.starts_with('#') || pattern.chars().nth(MAX_PATTERN_CHARS).is_some() {
             return Glob {
@@ -112,6 +117,7 @@ impl Glob {
         }
     }
 
+    /// Whether `path` matches, case-insensitively; O(pattern × path) per brace alternative.
     pub fn matches(&self, path: &str) -> bool {
         if self.never {
             return false;
