@@ -23,6 +23,7 @@ pub mod exit;
 pub mod failover;
 #[cfg(test)]
 mod fuzz;
+pub mod glob;
 pub mod health;
 pub mod lockfile;
 pub mod manage;

@@ -658,7 +658,7 @@ impl Machine {
                     .filter(|m| seen.insert(m.key()))
                     .collect();
                 self.pool = match &self.cfg.models_scope {
-                    Some(p) => candidates::scope(p, &unique),
+                    Some(p) => crate::catalog::scope::scope(p, &unique),
                     None => unique,
                 };
                 self.models_seen = true;

@@ -1,5 +1,10 @@
 //! Model metadata as Pi reports it (`get_available_models`, `get_state`), reduced to what
-//! failover needs. Pure data; parsing is lenient so Pi 0.84.4 and 1.6.0 objects both fit.
+//! failover needs, and what users select from it by name: [`scope`] resolves `--models`,
+//! [`suggest`] finds the names closest to a typo. All pure: no I/O, nothing from `failover`.
+//! Parsing is lenient so Pi 0.84.4 and 1.6.0 objects both fit.
+
+pub mod scope;
+pub mod suggest;
 
 use serde::Deserialize;
 
