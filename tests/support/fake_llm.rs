@@ -81,6 +81,21 @@ pub enum Behaviour {
     ContextLength,
     /// Any status with this raw body (sent as `application/json`).
     Status(u16, String),
+    /// 401 OpenAI-style `invalid_api_key` whose message quotes the key the request carried (the
+    /// token after `Bearer ` in `Authorization`, the whole header without that prefix, "" without
+    /// the header) — the way real providers leak a key into an error text.
+    EchoKey401,
+    /// Like `EchoKey401` with a Chinese message (Zhipu-style code "1000"): `身份验证失败：API Key 无效：<KEY>`.
+    EchoKey401Chinese,
+    /// Like `Text` but the usage chunk reports these token counts (total = their sum).
+    TextWithUsage {
+        text: String,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+    },
+    /// Wait this many milliseconds (ends early when the server stops), then behave like the inner
+    /// behaviour. Nothing is sent before the wait ends, not even the status line.
+    Delayed(u64, Box<Behaviour>),
 }
 
 impl Behaviour {
@@ -101,7 +116,49 @@ impl Behaviour {
             args,
         }
     }
+    /// A call of Pi's `bash` tool: `ToolCall { name: "bash", args: {"command": command} }`.
+    pub fn bash(command: impl Into<String>) -> Self {
+        Behaviour::tool("bash", json!({ "command": command.into() }))
+    }
+    /// `TextWithUsage { text, prompt_tokens, completion_tokens }`.
+    pub fn text_with_usage(
+        text: impl Into<String>,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+    ) -> Self {
+        Behaviour::TextWithUsage {
+            text: text.into(),
+            prompt_tokens,
+            completion_tokens,
+        }
+    }
+    /// `Delayed(ms, Box::new(self))`: the same answer, started `ms` milliseconds late.
+    pub fn delayed(self, ms: u64) -> Self {
+        Behaviour::Delayed(ms, Box::new(self))
+    }
+    /// The `(prompt_tokens, completion_tokens)` of the usage chunk this behaviour ends with, or
+    /// `None` when it sends none (errors, hangs, streams cut before the end).
+    pub fn usage(&self) -> Option<(u64, u64)> {
+        match self {
+            Behaviour::Ok | Behaviour::Slow | Behaviour::Text(_) | Behaviour::NoFinish => {
+                Some(TEXT_USAGE)
+            }
+            Behaviour::TextWithUsage {
+                prompt_tokens,
+                completion_tokens,
+                ..
+            } => Some((*prompt_tokens, *completion_tokens)),
+            Behaviour::ToolCall { .. } => Some(TOOL_USAGE),
+            Behaviour::Delayed(_, inner) => inner.usage(),
+            _ => None,
+        }
+    }
 }
+
+/// Usage chunk of the text answers (`Ok`, `Text`, `Slow`, `NoFinish`): (prompt, completion).
+pub const TEXT_USAGE: (u64, u64) = (11, 7);
+/// Usage chunk of a `ToolCall` answer: (prompt, completion).
+pub const TOOL_USAGE: (u64, u64) = (20, 5);
 
 /// An image part of a recorded request.
 #[derive(Clone, Debug, PartialEq)]
@@ -143,6 +200,13 @@ pub struct Request {
     pub authorization: Option<String>,
     /// The behaviour the server answered with.
     pub behaviour: Behaviour,
+    /// `(prompt_tokens, completion_tokens)` of the usage chunk sent for this request; set just
+    /// before the chunk is written (so a client can never see it before the record has it),
+    /// `None` when no usage chunk went out (error answers, cut streams, a failed write).
+    pub usage_sent: Option<(u64, u64)>,
+    /// Sequence number of the request on this server (1-based, never reused; survives
+    /// [`FakeLlm::clear_requests`]).
+    pub seq: u64,
     /// Connection number (1-based, per server) and request number on that connection (1-based).
     pub conn: u64,
     pub req_on_conn: u64,
@@ -165,6 +229,35 @@ impl Request {
     pub fn roles(&self) -> Vec<&str> {
         self.messages.iter().map(|m| m.role.as_str()).collect()
     }
+    /// Text of the first `system` or `developer` message (Pi's system prompt; reasoning models
+    /// get it as `developer`).
+    pub fn system_text(&self) -> Option<&str> {
+        self.messages
+            .iter()
+            .find(|m| m.role == "system" || m.role == "developer")
+            .map(|m| m.text.as_str())
+    }
+    /// Names of the tools offered in the body's `tools` array, in order (`function.name`, or a
+    /// top-level `name` for other tool formats).
+    pub fn tool_names(&self) -> Vec<&str> {
+        self.body
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|t| {
+                t.pointer("/function/name")
+                    .or_else(|| t.get("name"))
+                    .and_then(Value::as_str)
+            })
+            .collect()
+    }
+    /// The API key the request carried: the token after `Bearer ` in `Authorization`.
+    pub fn bearer(&self) -> Option<&str> {
+        self.authorization
+            .as_deref()
+            .and_then(|a| a.strip_prefix("Bearer "))
+    }
 }
 
 struct Script {
@@ -177,6 +270,7 @@ struct State {
     default: Behaviour,
     requests: Vec<Request>,
     hang_limit: Duration,
+    next_seq: u64,
 }
 
 struct Shared {
@@ -192,6 +286,13 @@ impl Shared {
     }
     fn stopped(&self) -> bool {
         *self.stop.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    /// Record on request `seq` the usage about to be sent (or `None` after a failed write).
+    fn set_usage_sent(&self, seq: u64, usage: Option<(u64, u64)>) {
+        let mut st = self.state();
+        if let Some(r) = st.requests.iter_mut().rev().find(|r| r.seq == seq) {
+            r.usage_sent = usage;
+        }
     }
     /// Sleep up to `d`; returns early (true) when the server is stopping.
     fn sleep(&self, d: Duration) -> bool {
@@ -223,6 +324,7 @@ impl FakeLlm {
                 default: Behaviour::Ok,
                 requests: Vec::new(),
                 hang_limit: Duration::from_secs(60),
+                next_seq: 0,
             }),
             state_cv: Condvar::new(),
             stop: Mutex::new(false),
@@ -383,12 +485,41 @@ pub enum Endpoint {
     BaseUrl(String),
 }
 
+/// How a provider's `apiKey` is written to `models.json`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ApiKey {
+    /// Pi sends exactly this key. Written with Pi's escapes (`$` → `$$`, a leading `!` → `$!`) so
+    /// Pi neither interpolates it nor runs it as a command; plain keys are written as they are.
+    Literal(String),
+    /// `"$NAME"`: Pi reads the key from the environment variable `NAME` (of Pi's process, so a
+    /// test passes it with [`crate::support::TestEnv::env`] or `Command::env`).
+    Env(String),
+}
+
+impl ApiKey {
+    /// The `apiKey` string for `models.json`.
+    pub fn models_json_value(&self) -> String {
+        match self {
+            ApiKey::Literal(k) => {
+                let escaped = k.replace('$', "$$");
+                match escaped.strip_prefix('!') {
+                    Some(rest) => format!("$!{rest}"),
+                    None => escaped,
+                }
+            }
+            ApiKey::Env(name) => format!("${name}"),
+        }
+    }
+}
+
 /// One provider of `models.json`.
 #[derive(Clone, Debug)]
 pub struct ProviderSpec {
     pub name: String,
     pub endpoint: Endpoint,
     pub models: Vec<ModelSpec>,
+    /// `apiKey` (default `Literal("x")`; without any key Pi treats the models as unavailable).
+    pub api_key: ApiKey,
 }
 
 impl ProviderSpec {
@@ -398,15 +529,36 @@ impl ProviderSpec {
             name: name.into(),
             endpoint: Endpoint::Route(route.into()),
             models,
+            api_key: ApiKey::Literal("x".into()),
         }
     }
     /// Provider `name` whose base URL refuses connections.
     pub fn refused(name: &str, models: Vec<ModelSpec>) -> Self {
         ProviderSpec {
-            name: name.into(),
             endpoint: Endpoint::Refused,
-            models,
+            ..Self::new(name, "", models)
         }
+    }
+    /// Provider `name` at an explicit loopback `base_url` (e.g. a black hole's).
+    pub fn at(name: &str, base_url: &str, models: Vec<ModelSpec>) -> Self {
+        assert!(
+            base_url.starts_with("http://127.0.0.1:"),
+            "ProviderSpec::at: tests only point at 127.0.0.1, not {base_url}"
+        );
+        ProviderSpec {
+            endpoint: Endpoint::BaseUrl(base_url.into()),
+            ..Self::new(name, "", models)
+        }
+    }
+    /// Builder: Pi sends exactly `key` as this provider's API key.
+    pub fn api_key(mut self, key: &str) -> Self {
+        self.api_key = ApiKey::Literal(key.into());
+        self
+    }
+    /// Builder: `"apiKey": "$VAR"` — Pi takes the key from environment variable `var`.
+    pub fn api_key_env(mut self, var: &str) -> Self {
+        self.api_key = ApiKey::Env(var.into());
+        self
     }
 }
 
@@ -418,6 +570,8 @@ pub struct ModelSpec {
     pub images: bool,
     pub context_window: u64,
     pub reasoning: bool,
+    /// Dollars per million (input, output) tokens; `None` writes no `cost` (Pi's default: 0).
+    pub cost: Option<(f64, f64)>,
 }
 
 impl ModelSpec {
@@ -428,6 +582,7 @@ impl ModelSpec {
             images: false,
             context_window: 128_000,
             reasoning: false,
+            cost: None,
         }
     }
     /// Like `text` but accepts images.
@@ -447,6 +602,12 @@ impl ModelSpec {
         self.context_window = tokens;
         self
     }
+    /// Builder: dollars per million input / output tokens, so Pi reports a non-zero cost
+    /// (`usage.cost.total` = input × prompt_tokens / 1e6 + output × completion_tokens / 1e6).
+    pub fn cost(mut self, input: f64, output: f64) -> Self {
+        self.cost = Some((input, output));
+        self
+    }
 }
 
 /// The `models.json` document for `providers` (see `write_models_json`).
@@ -462,14 +623,19 @@ pub fn models_json(llm: &FakeLlm, providers: &[ProviderSpec]) -> Value {
             .models
             .iter()
             .map(|m| {
-                json!({
+                let mut v = json!({
                     "id": m.id,
                     "name": m.id,
                     "contextWindow": m.context_window,
                     "maxTokens": 4096.min(m.context_window / 2).max(1),
                     "input": if m.images { json!(["text", "image"]) } else { json!(["text"]) },
                     "reasoning": m.reasoning,
-                })
+                });
+                if let Some((input, output)) = m.cost {
+                    v["cost"] =
+                        json!({"input": input, "output": output, "cacheRead": 0, "cacheWrite": 0});
+                }
+                v
             })
             .collect();
         out.insert(
@@ -477,7 +643,7 @@ pub fn models_json(llm: &FakeLlm, providers: &[ProviderSpec]) -> Value {
             json!({
                 "baseUrl": base_url,
                 "api": "openai-completions",
-                "apiKey": "x",
+                "apiKey": p.api_key.models_json_value(),
                 "models": models,
             }),
         );
@@ -486,7 +652,8 @@ pub fn models_json(llm: &FakeLlm, providers: &[ProviderSpec]) -> Value {
 }
 
 /// Write `<agent_dir>/models.json` (Pi's custom-provider format; every provider gets
-/// `api:"openai-completions"` and `apiKey:"x"`, without which Pi treats its models as unavailable).
+/// `api:"openai-completions"` and its `apiKey` (default `"x"`), without which Pi treats its
+/// models as unavailable).
 pub fn write_models_json(agent_dir: &Path, llm: &FakeLlm, providers: &[ProviderSpec]) {
     write_json_file(&agent_dir.join("models.json"), &models_json(llm, providers));
 }
@@ -804,56 +971,115 @@ fn serve(
         )
     };
     let (messages, images) = summarize_messages(&body);
-    let record = Request {
-        route,
-        path: req.path.clone(),
-        model: model.clone(),
-        messages,
-        images,
-        tools: body
-            .get("tools")
-            .and_then(Value::as_array)
-            .map_or(0, Vec::len),
-        reasoning_effort: body
-            .get("reasoning_effort")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        authorization: req.header("authorization").map(str::to_string),
-        behaviour: behaviour.clone(),
-        conn,
-        req_on_conn,
-        at: Instant::now(),
-        body,
-    };
-    let hang_limit = {
+    let authorization = req.header("authorization").map(str::to_string);
+    let (seq, hang_limit) = {
         let mut st = shared.state();
-        st.requests.push(record);
-        st.hang_limit
+        st.next_seq += 1;
+        let seq = st.next_seq;
+        st.requests.push(Request {
+            route,
+            path: req.path.clone(),
+            model: model.clone(),
+            messages,
+            images,
+            tools: body
+                .get("tools")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len),
+            reasoning_effort: body
+                .get("reasoning_effort")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            authorization: authorization.clone(),
+            behaviour: behaviour.clone(),
+            usage_sent: None,
+            seq,
+            conn,
+            req_on_conn,
+            at: Instant::now(),
+            body,
+        });
+        (seq, st.hang_limit)
     };
     shared.state_cv.notify_all();
-    act(stream, &behaviour, &model, shared, hang_limit)
+    let auth = authorization.unwrap_or_default();
+    let ctx = Ctx {
+        model: &model,
+        key: auth.strip_prefix("Bearer ").unwrap_or(&auth),
+        shared,
+        hang_limit,
+        seq,
+    };
+    act(stream, &behaviour, &ctx)
 }
 
-fn act(
-    stream: &mut TcpStream,
-    b: &Behaviour,
-    model: &str,
-    shared: &Shared,
+/// What an answer needs besides its behaviour.
+struct Ctx<'a> {
+    /// `model` of the request (echoed in chunks and 404 texts).
+    model: &'a str,
+    /// The API key the request carried (for the `EchoKey401` family).
+    key: &'a str,
+    shared: &'a Shared,
     hang_limit: Duration,
-) -> bool {
+    /// The request's [`Request::seq`], to record `usage_sent`.
+    seq: u64,
+}
+
+fn act(stream: &mut TcpStream, b: &Behaviour, ctx: &Ctx<'_>) -> bool {
+    let model = ctx.model;
+    let text =
+        |stream: &mut TcpStream, t: &str, mode: Mode| stream_text(stream, t, mode, TEXT_USAGE, ctx);
     match b {
-        Behaviour::Ok => stream_text(stream, model, DEFAULT_TEXT, Mode::Normal, shared, hang_limit),
-        Behaviour::Text(t) => stream_text(stream, model, t, Mode::Normal, shared, hang_limit),
-        Behaviour::Slow => stream_text(stream, model, DEFAULT_TEXT, Mode::Slow, shared, hang_limit),
-        Behaviour::NoFinish => stream_text(stream, model, DEFAULT_TEXT, Mode::NoFinish, shared, hang_limit),
-        Behaviour::Drop => stream_text(stream, model, DEFAULT_TEXT, Mode::Drop, shared, hang_limit),
-        Behaviour::Reset => stream_text(stream, model, DEFAULT_TEXT, Mode::Reset, shared, hang_limit),
-        Behaviour::StallMidBody => stream_text(stream, model, DEFAULT_TEXT, Mode::Stall, shared, hang_limit),
-        Behaviour::ToolCall { name, args } => stream_tool(stream, model, name, args),
+        Behaviour::Ok => text(stream, DEFAULT_TEXT, Mode::Normal),
+        Behaviour::Text(t) => text(stream, t, Mode::Normal),
+        Behaviour::TextWithUsage {
+            text: t,
+            prompt_tokens,
+            completion_tokens,
+        } => stream_text(
+            stream,
+            t,
+            Mode::Normal,
+            (*prompt_tokens, *completion_tokens),
+            ctx,
+        ),
+        Behaviour::Slow => text(stream, DEFAULT_TEXT, Mode::Slow),
+        Behaviour::NoFinish => text(stream, DEFAULT_TEXT, Mode::NoFinish),
+        Behaviour::Drop => text(stream, DEFAULT_TEXT, Mode::Drop),
+        Behaviour::Reset => text(stream, DEFAULT_TEXT, Mode::Reset),
+        Behaviour::StallMidBody => text(stream, DEFAULT_TEXT, Mode::Stall),
+        Behaviour::ToolCall { name, args } => stream_tool(stream, name, args, ctx),
+        Behaviour::Delayed(ms, inner) => {
+            if ctx.shared.sleep(Duration::from_millis(*ms)) {
+                return false;
+            }
+            act(stream, inner, ctx)
+        }
         Behaviour::Hang => {
-            shared.sleep(hang_limit);
+            ctx.shared.sleep(ctx.hang_limit);
             false
         }
+        Behaviour::EchoKey401 => send_json(
+            stream,
+            401,
+            &err_body(
+                &format!(
+                    "Incorrect API key provided: {}. You can find your API key at \
+                     https://platform.openai.com/account/api-keys.",
+                    ctx.key
+                ),
+                "invalid_request_error",
+                Some("invalid_api_key"),
+            ),
+            &[],
+        ),
+        Behaviour::EchoKey401Chinese => send_json(
+            stream,
+            401,
+            &json!({"error": {"code": "1000", "message": format!("身份验证失败：API Key 无效：{}", ctx.key)}})
+                .to_string(),
+            &[],
+        ),
         Behaviour::Status401 => send_json(
             stream,
             401,
@@ -1028,14 +1254,36 @@ fn pieces(text: &str) -> Vec<String> {
     out
 }
 
+/// The final usage chunk; `usage_sent` is recorded first and withdrawn if the write fails.
+fn send_usage(
+    w: &mut TcpStream,
+    id: &str,
+    created: u64,
+    usage: (u64, u64),
+    ctx: &Ctx<'_>,
+) -> io::Result<()> {
+    let (prompt, completion) = usage;
+    ctx.shared.set_usage_sent(ctx.seq, Some(usage));
+    let res = sse(
+        w,
+        &json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": ctx.model,
+                "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                                         "total_tokens": prompt + completion}}),
+    );
+    if res.is_err() {
+        ctx.shared.set_usage_sent(ctx.seq, None);
+    }
+    res
+}
+
 fn stream_text(
     w: &mut TcpStream,
-    model: &str,
     text: &str,
     mode: Mode,
-    shared: &Shared,
-    hang_limit: Duration,
+    usage: (u64, u64),
+    ctx: &Ctx<'_>,
 ) -> bool {
+    let (shared, model) = (ctx.shared, ctx.model);
     let (id, created) = completion_id();
     let chunk_obj = |delta: Value, finish: Option<&str>| {
         json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
@@ -1050,7 +1298,7 @@ fn stream_text(
         )?;
         if mode == Mode::Stall {
             sse(w, &chunk_obj(json!({"content": pieces[0]}), None))?;
-            shared.sleep(hang_limit);
+            shared.sleep(ctx.hang_limit);
             return Ok(false);
         }
         for (i, p) in pieces.iter().enumerate() {
@@ -1072,18 +1320,15 @@ fn stream_text(
         if mode != Mode::NoFinish {
             sse(w, &chunk_obj(json!({}), Some("stop")))?;
         }
-        sse(
-            w,
-            &json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-                    "choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}),
-        )?;
+        send_usage(w, &id, created, usage, ctx)?;
         finish_sse(w)?;
         Ok(true)
     })();
     res.unwrap_or(false)
 }
 
-fn stream_tool(w: &mut TcpStream, model: &str, name: &str, args: &Value) -> bool {
+fn stream_tool(w: &mut TcpStream, name: &str, args: &Value, ctx: &Ctx<'_>) -> bool {
+    let model = ctx.model;
     let (id, created) = completion_id();
     let call_id = format!("call_{}", id.trim_start_matches("chatcmpl-fake-"));
     let obj = |delta: Value, finish: Option<&str>| {
@@ -1108,11 +1353,7 @@ fn stream_tool(w: &mut TcpStream, model: &str, name: &str, args: &Value) -> bool
             ),
         )?;
         sse(w, &obj(json!({}), Some("tool_calls")))?;
-        sse(
-            w,
-            &json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-                    "choices": [], "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}}),
-        )?;
+        send_usage(w, &id, created, TOOL_USAGE, ctx)?;
         finish_sse(w)
     })();
     res.is_ok()
