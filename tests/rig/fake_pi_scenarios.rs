@@ -352,6 +352,11 @@ fn real_pi_in_an_unwritable_agent_dir_matches_the_fixtures() {
         };
         let input = b"{\"id\":\"1\",\"type\":\"get_state\"}\n{\"id\":\"2\",\"type\":\"get_available_models\"}\n";
         let out = run_command(cmd, Some(input), Duration::from_secs(30));
+        eprintln!(
+            "rig[{version}]: unwritable agent dir: exit {} after {:.2}s",
+            out.code,
+            out.elapsed.as_secs_f64()
+        );
         if version == PI_NEWEST {
             out.assert_code(1).assert_stdout_empty();
             let lines = out.stderr_lines();

@@ -92,7 +92,8 @@ impl BlackHole {
 }
 
 impl Drop for BlackHole {
-    /// Stops accepting and closes every held connection (clients then see EOF).
+    /// Stops accepting and closes every held connection: clients see EOF, or a reset when they
+    /// had sent bytes the hole never read.
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         // Wake the blocking accept(); that connection is dropped unheld.
