@@ -1,5 +1,8 @@
 //! Tests of the test rig itself: provisioning, the fake LLM at the HTTP level, and the fake LLM
 //! driven by REAL Pi (0.84.4 and 1.6.0) over `pi --mode rpc` — without the project binary.
+//! In tests/rig/: the fake LLM's keys/usage/costs/delays (also through real Pi), the fake Pi's
+//! scenarios (checked against real Pi where they imitate it), the real Redis and the black
+//! hole, and `Output`'s assertion helpers.
 
 #![allow(clippy::disallowed_methods)]
 

@@ -283,3 +283,78 @@ fn resp_reader_limits_and_errors() {
         b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"
     );
 }
+
+/// The installer's sequence against a scripted `apt-get`: install fails for a missing package
+/// list → `apt-get update` → install again → the binary is found. Plus the refusals.
+#[test]
+fn redis_installer_sequence() {
+    use support::redis::find_or_install;
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let log = tmp.path().join("apt.log");
+    let lock = tmp.path().join("install.lock");
+    let script = format!(
+        r#"#!/bin/sh
+echo "$DEBIAN_FRONTEND $*" >> '{log}'
+case "$*" in
+  *" update") touch '{dir}/updated'; exit 0 ;;
+  *" install "*)
+    if [ -e '{dir}/updated' ] && [ ! -e '{dir}/broken' ]; then
+      printf '#!/bin/sh\n' > '{bin}/redis-server'; chmod 755 '{bin}/redis-server'; exit 0
+    fi
+    echo "E: Unable to locate package redis-server" >&2; exit 100 ;;
+esac
+exit 1
+"#,
+        log = log.display(),
+        dir = tmp.path().display(),
+        bin = bin.display()
+    );
+    let apt = bin.join("apt-get");
+    std::fs::write(&apt, script).unwrap();
+    std::fs::set_permissions(&apt, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dirs = vec![bin.clone()];
+
+    // Not root: refuses to install, says why.
+    let e = find_or_install(&dirs, false, &lock).unwrap_err();
+    assert!(
+        e.contains("not root") && e.contains("apt-get install redis-server"),
+        "{e}"
+    );
+    assert!(!log.exists(), "apt-get ran without root");
+
+    // Root: install fails, update, install again, found.
+    let got = find_or_install(&dirs, true, &lock).unwrap();
+    assert_eq!(got, bin.join("redis-server"));
+    let calls = std::fs::read_to_string(&log).unwrap();
+    let install =
+        "noninteractive -o DPkg::Lock::Timeout=600 install -y --no-install-recommends redis-server";
+    assert_eq!(
+        calls.lines().collect::<Vec<_>>(),
+        [
+            install,
+            "noninteractive -o DPkg::Lock::Timeout=600 update",
+            install
+        ]
+    );
+    // Found now: apt-get is not run again.
+    assert_eq!(find_or_install(&dirs, true, &lock).unwrap(), got);
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), calls);
+
+    // Still failing after the update: both failures are reported.
+    std::fs::remove_file(&got).unwrap();
+    std::fs::write(tmp.path().join("broken"), "").unwrap();
+    let e = find_or_install(&dirs, true, &lock).unwrap_err();
+    assert!(
+        e.contains("and again after apt-get update")
+            && e.matches("Unable to locate package redis-server").count() == 2,
+        "{e}"
+    );
+
+    // No apt-get at all.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let e = find_or_install(&[empty], true, &lock).unwrap_err();
+    assert!(e.contains("no apt-get"), "{e}");
+}

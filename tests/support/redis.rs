@@ -3,9 +3,9 @@
 //!
 //! * [`redis_server_bin`] finds `redis-server` (PATH, `/usr/bin`, `/usr/sbin`, `/usr/local/bin`);
 //!   when it is missing and we are root with `apt-get`, it installs the Debian package
-//!   `redis-server` (serialised across test processes by `<target>/redis-install.lock`, and
-//!   across worktrees by dpkg's own lock, waited for). Cannot be had → PANIC with the reason:
-//!   tests that need Redis fail, never skip.
+//!   `redis-server` (`apt-get update` and a retry if the first install fails), serialised across
+//!   test processes by `<target>/redis-install.lock` and across worktrees by dpkg's own lock
+//!   (waited for). Cannot be had → PANIC with the reason: tests that need Redis fail, never skip.
 //! * [`RedisServer::start`]: its own temp dir, `127.0.0.1` and a unix socket only, an ephemeral
 //!   port, a random password, no persistence, its own process group; it dies with the thread
 //!   that started it (`PR_SET_PDEATHSIG`), so even a SIGKILLed test binary leaves no server
@@ -47,12 +47,18 @@ const MAX_DEPTH: usize = 32;
 /// when it cannot be had.
 pub fn redis_server_bin() -> PathBuf {
     static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    match BIN.get_or_init(find_or_install) {
+    let res = BIN.get_or_init(|| {
+        // SAFETY: geteuid(2) has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        find_or_install(&search_dirs(), root, &install_lock_path())
+    });
+    match res {
         Ok(p) => p.clone(),
         Err(e) => panic!("redis: no redis-server: {e}"),
     }
 }
 
+/// PATH, then the usual system directories.
 fn search_dirs() -> Vec<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
@@ -60,39 +66,46 @@ fn search_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-fn find_exe(name: &str) -> Option<PathBuf> {
+fn find_exe(dirs: &[PathBuf], name: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    search_dirs()
-        .into_iter()
+    dirs.iter()
         .map(|d| d.join(name))
         .find(|p| fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
 }
 
-fn find_or_install() -> Result<PathBuf, String> {
-    if let Some(p) = find_exe("redis-server") {
+/// `redis-server` from `dirs`, else installed with the `apt-get` found in `dirs` (only as
+/// `root`), under an exclusive lock on `lock`. Public for the rig's own test, which drives it
+/// with a scripted `apt-get`.
+pub fn find_or_install(dirs: &[PathBuf], root: bool, lock: &Path) -> Result<PathBuf, String> {
+    if let Some(p) = find_exe(dirs, "redis-server") {
         return Ok(p);
     }
-    let searched = "not on PATH nor in /usr/bin, /usr/sbin, /usr/local/bin";
-    // SAFETY: geteuid(2) has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    let searched = format!(
+        "not found in {}",
+        dirs.iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(":")
+    );
+    if !root {
         return Err(format!(
-            "{searched}, and not root so it cannot be installed; install the Debian package \
-             redis-server (apt-get install redis-server)"
+            "redis-server {searched}, and not root so it cannot be installed; install the \
+             Debian package redis-server (apt-get install redis-server)"
         ));
     }
-    let apt = find_exe("apt-get").ok_or_else(|| {
-        format!("{searched}, and apt-get is missing; install redis-server by hand")
+    let apt = find_exe(dirs, "apt-get").ok_or_else(|| {
+        format!("redis-server {searched}, and there is no apt-get to install it with")
     })?;
-    let _lock = install_lock()?;
+    let _lock = lock_file(lock)?;
     // Another process may have installed it while we waited for the lock.
-    if let Some(p) = find_exe("redis-server") {
+    if let Some(p) = find_exe(dirs, "redis-server") {
         return Ok(p);
     }
     let t0 = Instant::now();
     eprintln!("redis: installing the Debian package redis-server with apt-get ...");
     let install = ["install", "-y", "--no-install-recommends", "redis-server"];
     if let Err(first) = apt_get(&apt, &install) {
-        // Typically an empty or stale package list (fresh container): refresh it once.
+        // Typically an empty or stale package list (fresh machine): refresh it once.
         eprintln!("redis: apt-get install failed; running apt-get update and retrying");
         apt_get(&apt, &["update"]).map_err(|e| {
             format!("apt-get install failed:\n{first}\nthen apt-get update failed:\n{e}")
@@ -101,8 +114,8 @@ fn find_or_install() -> Result<PathBuf, String> {
             format!("apt-get install failed:\n{first}\nand again after apt-get update:\n{e}")
         })?;
     }
-    let bin = find_exe("redis-server")
-        .ok_or_else(|| format!("apt-get installed redis-server but it is {searched}"))?;
+    let bin = find_exe(dirs, "redis-server")
+        .ok_or_else(|| format!("apt-get installed redis-server but the binary is {searched}"))?;
     eprintln!(
         "redis: installed {} in {:.1} s",
         bin.display(),
@@ -111,8 +124,8 @@ fn find_or_install() -> Result<PathBuf, String> {
     Ok(bin)
 }
 
-/// Exclusive lock on `<target>/redis-install.lock`, held until the file is dropped.
-fn install_lock() -> Result<fs::File, String> {
+/// `<target>/redis-install.lock`: one installer at a time among this worktree's test binaries.
+fn install_lock_path() -> PathBuf {
     let target = match option_env!("CARGO_TARGET_TMPDIR") {
         Some(tmp) => Path::new(tmp)
             .parent()
@@ -120,13 +133,19 @@ fn install_lock() -> Result<fs::File, String> {
             .unwrap_or_else(|| PathBuf::from(tmp)),
         None => Path::new(env!("CARGO_MANIFEST_DIR")).join("target"),
     };
-    fs::create_dir_all(&target).map_err(|e| format!("create {}: {e}", target.display()))?;
-    let path = target.join("redis-install.lock");
+    target.join("redis-install.lock")
+}
+
+/// Exclusive lock on `path`, held until the returned file is dropped.
+fn lock_file(path: &Path) -> Result<fs::File, String> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    }
     let f = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(&path)
+        .open(path)
         .map_err(|e| format!("open {}: {e}", path.display()))?;
     f.lock()
         .map_err(|e| format!("lock {}: {e}", path.display()))?;
@@ -174,6 +193,9 @@ pub struct RedisServer {
 
 impl RedisServer {
     /// Start a fresh server; panics (with its log) if it does not answer within 10 s.
+    ///
+    /// The server dies with the *thread* that started it (that is what `PR_SET_PDEATHSIG`
+    /// watches), so start it in the test that uses it, not in a static shared between tests.
     pub fn start() -> RedisServer {
         let bin = redis_server_bin();
         // /tmp keeps the socket path far below the 108-byte sun_path limit.
