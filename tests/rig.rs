@@ -1,5 +1,8 @@
 //! Tests of the test rig itself: provisioning, the fake LLM at the HTTP level, and the fake LLM
 //! driven by REAL Pi (0.84.4 and 1.6.0) over `pi --mode rpc` — without the project binary.
+//! In tests/rig/: the fake LLM's keys/usage/costs/delays (also through real Pi), the fake Pi's
+//! scenarios (checked against real Pi where they imitate it), the real Redis and the black
+//! hole, and `Output`'s assertion helpers.
 
 #![allow(clippy::disallowed_methods)]
 
@@ -59,23 +62,31 @@ fn assistant_text(msg: &Value) -> String {
 }
 
 impl Rpc {
+    /// `pi --mode rpc` without tools on `provider`/`model`.
     fn spawn(env: &TestEnv, provider: &str, model: &str) -> Rpc {
-        let mut cmd = env.pi_cmd([
-            "--mode",
-            "rpc",
-            "--no-session",
-            "--offline",
-            "--no-extensions",
-            "--no-tools",
-            "--no-context-files",
-            "--no-skills",
-            "--no-prompt-templates",
-            "--no-themes",
-            "--provider",
-            provider,
-            "--model",
-            model,
-        ]);
+        Rpc::spawn_with(
+            env,
+            &["--no-tools", "--provider", provider, "--model", model],
+        )
+    }
+
+    /// `pi --mode rpc` with the quiet flags (no session, offline, no discovery) plus `extra`.
+    fn spawn_with(env: &TestEnv, extra: &[&str]) -> Rpc {
+        let mut cmd = env.pi_cmd(
+            [
+                "--mode",
+                "rpc",
+                "--no-session",
+                "--offline",
+                "--no-extensions",
+                "--no-context-files",
+                "--no-skills",
+                "--no-prompt-templates",
+                "--no-themes",
+            ]
+            .iter()
+            .chain(extra),
+        );
         cmd.env("PI_OFFLINE", "1")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -1013,3 +1024,15 @@ fn harness_run_command_and_markers() {
         "{left:?}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// The rig's extensions, one file each (modules of this test crate, under tests/rig/).
+
+#[path = "rig/fake_llm_ext.rs"]
+mod fake_llm_ext;
+#[path = "rig/fake_pi_scenarios.rs"]
+mod fake_pi_scenarios;
+#[path = "rig/output_helpers.rs"]
+mod output_helpers;
+#[path = "rig/redis_server.rs"]
+mod redis_server;

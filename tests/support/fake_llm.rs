@@ -14,16 +14,20 @@
 //!   request on a reused connection after an error was observed to go out late).
 //! * Every chat request is recorded ([`Request`]); see [`FakeLlm::requests`].
 //! * Dropping the [`FakeLlm`] stops the server; hanging/stalled handlers end within ~0.1 s.
+//! * Keys, usage, costs: providers carry their own `apiKey` (literal or `$ENV`,
+//!   [`ProviderSpec::api_key`]); the `EchoKey401*` behaviours quote the key a request carried;
+//!   every usage chunk sent is recorded ([`Request::usage_sent`]); models can have prices
+//!   ([`ModelSpec::cost`]) so Pi reports a cost.
+//! * Layout: this file scripts and records; `fake_llm/wire.rs` reads HTTP and writes answers;
+//!   `fake_llm/models_json.rs` writes Pi's config files.
 
 #![allow(dead_code, clippy::disallowed_methods)]
 
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -81,6 +85,21 @@ pub enum Behaviour {
     ContextLength,
     /// Any status with this raw body (sent as `application/json`).
     Status(u16, String),
+    /// 401 OpenAI-style `invalid_api_key` whose message quotes the key the request carried (the
+    /// token after `Bearer ` in `Authorization`, the whole header without that prefix, "" without
+    /// the header) — the way real providers leak a key into an error text.
+    EchoKey401,
+    /// Like `EchoKey401` with a Chinese message (Zhipu-style code "1000"): `身份验证失败：API Key 无效：<KEY>`.
+    EchoKey401Chinese,
+    /// Like `Text` but the usage chunk reports these token counts (total = their sum).
+    TextWithUsage {
+        text: String,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+    },
+    /// Wait this many milliseconds (ends early when the server stops), then behave like the inner
+    /// behaviour. Nothing is sent before the wait ends, not even the status line.
+    Delayed(u64, Box<Behaviour>),
 }
 
 impl Behaviour {
@@ -101,7 +120,49 @@ impl Behaviour {
             args,
         }
     }
+    /// A call of Pi's `bash` tool: `ToolCall { name: "bash", args: {"command": command} }`.
+    pub fn bash(command: impl Into<String>) -> Self {
+        Behaviour::tool("bash", json!({ "command": command.into() }))
+    }
+    /// `TextWithUsage { text, prompt_tokens, completion_tokens }`.
+    pub fn text_with_usage(
+        text: impl Into<String>,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+    ) -> Self {
+        Behaviour::TextWithUsage {
+            text: text.into(),
+            prompt_tokens,
+            completion_tokens,
+        }
+    }
+    /// `Delayed(ms, Box::new(self))`: the same answer, started `ms` milliseconds late.
+    pub fn delayed(self, ms: u64) -> Self {
+        Behaviour::Delayed(ms, Box::new(self))
+    }
+    /// The `(prompt_tokens, completion_tokens)` of the usage chunk this behaviour ends with, or
+    /// `None` when it sends none (errors, hangs, streams cut before the end).
+    pub fn usage(&self) -> Option<(u64, u64)> {
+        match self {
+            Behaviour::Ok | Behaviour::Slow | Behaviour::Text(_) | Behaviour::NoFinish => {
+                Some(TEXT_USAGE)
+            }
+            Behaviour::TextWithUsage {
+                prompt_tokens,
+                completion_tokens,
+                ..
+            } => Some((*prompt_tokens, *completion_tokens)),
+            Behaviour::ToolCall { .. } => Some(TOOL_USAGE),
+            Behaviour::Delayed(_, inner) => inner.usage(),
+            _ => None,
+        }
+    }
 }
+
+/// Usage chunk of the text answers (`Ok`, `Text`, `Slow`, `NoFinish`): (prompt, completion).
+pub const TEXT_USAGE: (u64, u64) = (11, 7);
+/// Usage chunk of a `ToolCall` answer: (prompt, completion).
+pub const TOOL_USAGE: (u64, u64) = (20, 5);
 
 /// An image part of a recorded request.
 #[derive(Clone, Debug, PartialEq)]
@@ -143,6 +204,13 @@ pub struct Request {
     pub authorization: Option<String>,
     /// The behaviour the server answered with.
     pub behaviour: Behaviour,
+    /// `(prompt_tokens, completion_tokens)` of the usage chunk sent for this request; set just
+    /// before the chunk is written (so a client can never see it before the record has it),
+    /// `None` when no usage chunk went out (error answers, cut streams, a failed write).
+    pub usage_sent: Option<(u64, u64)>,
+    /// Sequence number of the request on this server (1-based, never reused; survives
+    /// [`FakeLlm::clear_requests`]).
+    pub seq: u64,
     /// Connection number (1-based, per server) and request number on that connection (1-based).
     pub conn: u64,
     pub req_on_conn: u64,
@@ -165,6 +233,35 @@ impl Request {
     pub fn roles(&self) -> Vec<&str> {
         self.messages.iter().map(|m| m.role.as_str()).collect()
     }
+    /// Text of the first `system` or `developer` message (Pi's system prompt; reasoning models
+    /// get it as `developer`).
+    pub fn system_text(&self) -> Option<&str> {
+        self.messages
+            .iter()
+            .find(|m| m.role == "system" || m.role == "developer")
+            .map(|m| m.text.as_str())
+    }
+    /// Names of the tools offered in the body's `tools` array, in order (`function.name`, or a
+    /// top-level `name` for other tool formats).
+    pub fn tool_names(&self) -> Vec<&str> {
+        self.body
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|t| {
+                t.pointer("/function/name")
+                    .or_else(|| t.get("name"))
+                    .and_then(Value::as_str)
+            })
+            .collect()
+    }
+    /// The API key the request carried: the token after `Bearer ` in `Authorization`.
+    pub fn bearer(&self) -> Option<&str> {
+        self.authorization
+            .as_deref()
+            .and_then(|a| a.strip_prefix("Bearer "))
+    }
 }
 
 struct Script {
@@ -177,6 +274,7 @@ struct State {
     default: Behaviour,
     requests: Vec<Request>,
     hang_limit: Duration,
+    next_seq: u64,
 }
 
 struct Shared {
@@ -192,6 +290,13 @@ impl Shared {
     }
     fn stopped(&self) -> bool {
         *self.stop.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    /// Record on request `seq` the usage about to be sent (or `None` after a failed write).
+    fn set_usage_sent(&self, seq: u64, usage: Option<(u64, u64)>) {
+        let mut st = self.state();
+        if let Some(r) = st.requests.iter_mut().rev().find(|r| r.seq == seq) {
+            r.usage_sent = usage;
+        }
     }
     /// Sleep up to `d`; returns early (true) when the server is stopping.
     fn sleep(&self, d: Duration) -> bool {
@@ -223,6 +328,7 @@ impl FakeLlm {
                 default: Behaviour::Ok,
                 requests: Vec::new(),
                 hang_limit: Duration::from_secs(60),
+                next_seq: 0,
             }),
             state_cv: Condvar::new(),
             stop: Mutex::new(false),
@@ -369,162 +475,20 @@ pub fn closed_port() -> u16 {
         .1
 }
 
-// ---------------------------------------------------------------------------------------------
-// models.json / settings.json
+#[path = "fake_llm/models_json.rs"]
+mod models_json;
+#[path = "fake_llm/wire.rs"]
+mod wire;
 
-/// Where a provider points.
-#[derive(Clone, Debug)]
-pub enum Endpoint {
-    /// A route of the fake server: `FakeLlm::base_url(route)`.
-    Route(String),
-    /// `http://127.0.0.1:<closed_port()>/v1` — connection refused.
-    Refused,
-    /// Any explicit base URL (must be 127.0.0.1).
-    BaseUrl(String),
-}
-
-/// One provider of `models.json`.
-#[derive(Clone, Debug)]
-pub struct ProviderSpec {
-    pub name: String,
-    pub endpoint: Endpoint,
-    pub models: Vec<ModelSpec>,
-}
-
-impl ProviderSpec {
-    /// Provider `name` served by the fake server's `route`.
-    pub fn new(name: &str, route: &str, models: Vec<ModelSpec>) -> Self {
-        ProviderSpec {
-            name: name.into(),
-            endpoint: Endpoint::Route(route.into()),
-            models,
-        }
-    }
-    /// Provider `name` whose base URL refuses connections.
-    pub fn refused(name: &str, models: Vec<ModelSpec>) -> Self {
-        ProviderSpec {
-            name: name.into(),
-            endpoint: Endpoint::Refused,
-            models,
-        }
-    }
-}
-
-/// One model of a provider.
-#[derive(Clone, Debug)]
-pub struct ModelSpec {
-    pub id: String,
-    /// `input: ["text","image"]` instead of `["text"]`.
-    pub images: bool,
-    pub context_window: u64,
-    pub reasoning: bool,
-}
-
-impl ModelSpec {
-    /// Text-only, 128000-token context, no reasoning.
-    pub fn text(id: &str) -> Self {
-        ModelSpec {
-            id: id.into(),
-            images: false,
-            context_window: 128_000,
-            reasoning: false,
-        }
-    }
-    /// Like `text` but accepts images.
-    pub fn vision(id: &str) -> Self {
-        ModelSpec {
-            images: true,
-            ..Self::text(id)
-        }
-    }
-    /// Builder: mark as a reasoning model.
-    pub fn reasoning(mut self) -> Self {
-        self.reasoning = true;
-        self
-    }
-    /// Builder: set the context window.
-    pub fn context(mut self, tokens: u64) -> Self {
-        self.context_window = tokens;
-        self
-    }
-}
-
-/// The `models.json` document for `providers` (see `write_models_json`).
-pub fn models_json(llm: &FakeLlm, providers: &[ProviderSpec]) -> Value {
-    let mut out = serde_json::Map::new();
-    for p in providers {
-        let base_url = match &p.endpoint {
-            Endpoint::Route(r) => llm.base_url(r),
-            Endpoint::Refused => format!("http://127.0.0.1:{}/v1", closed_port()),
-            Endpoint::BaseUrl(u) => u.clone(),
-        };
-        let models: Vec<Value> = p
-            .models
-            .iter()
-            .map(|m| {
-                json!({
-                    "id": m.id,
-                    "name": m.id,
-                    "contextWindow": m.context_window,
-                    "maxTokens": 4096.min(m.context_window / 2).max(1),
-                    "input": if m.images { json!(["text", "image"]) } else { json!(["text"]) },
-                    "reasoning": m.reasoning,
-                })
-            })
-            .collect();
-        out.insert(
-            p.name.clone(),
-            json!({
-                "baseUrl": base_url,
-                "api": "openai-completions",
-                "apiKey": "x",
-                "models": models,
-            }),
-        );
-    }
-    json!({ "providers": out })
-}
-
-/// Write `<agent_dir>/models.json` (Pi's custom-provider format; every provider gets
-/// `api:"openai-completions"` and `apiKey:"x"`, without which Pi treats its models as unavailable).
-pub fn write_models_json(agent_dir: &Path, llm: &FakeLlm, providers: &[ProviderSpec]) {
-    write_json_file(&agent_dir.join("models.json"), &models_json(llm, providers));
-}
-
-/// Write `<agent_dir>/settings.json`, e.g. `json!({"retry":{"enabled":false},"httpIdleTimeoutMs":3000})`.
-pub fn write_settings_json(agent_dir: &Path, settings: &Value) {
-    write_json_file(&agent_dir.join("settings.json"), settings);
-}
-
-fn write_json_file(path: &Path, v: &Value) {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
-    }
-    let text = serde_json::to_string_pretty(v).expect("serialize json");
-    std::fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
-}
+// The API of this module for test crates; a bench or example including this file uses a part.
+#[allow(unused_imports)]
+pub use models_json::{
+    ApiKey, Endpoint, ModelSpec, ProviderSpec, models_json, write_models_json, write_settings_json,
+};
+use wire::{Mode, RawRequest, err_body, read_request, send_json, stream_text, stream_tool};
 
 // ---------------------------------------------------------------------------------------------
-// HTTP
-
-struct RawRequest {
-    method: String,
-    path: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl RawRequest {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-const MAX_HEAD: usize = 64 * 1024;
-const MAX_BODY: usize = 256 * 1024 * 1024;
+// Serving
 
 fn handle_conn(mut stream: TcpStream, shared: &Shared, conn: u64) {
     let _ = stream.set_nodelay(true);
@@ -538,180 +502,6 @@ fn handle_conn(mut stream: TcpStream, shared: &Shared, conn: u64) {
         }
     }
     // Dropping `stream` closes it (FIN, or RST when SO_LINGER 0 was set).
-}
-
-/// Read one request; `None` on EOF, error, stop, or a malformed request.
-fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>, shared: &Shared) -> Option<RawRequest> {
-    let head_end = loop {
-        if let Some(i) = find(buf, b"\r\n\r\n") {
-            break i;
-        }
-        if buf.len() > MAX_HEAD {
-            return None;
-        }
-        fill(stream, buf, shared)?;
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let mut first = lines.next()?.split_whitespace();
-    let method = first.next()?.to_string();
-    let path = first.next()?.to_string();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    buf.drain(..head_end + 4);
-    let mut req = RawRequest {
-        method,
-        path,
-        headers,
-        body: Vec::new(),
-    };
-    let chunked = req
-        .header("transfer-encoding")
-        .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
-    if chunked {
-        loop {
-            if let Some((body, used)) = decode_chunked(buf) {
-                buf.drain(..used);
-                req.body = body;
-                break;
-            }
-            if buf.len() > MAX_BODY {
-                return None;
-            }
-            fill(stream, buf, shared)?;
-        }
-    } else {
-        let len: usize = req
-            .header("content-length")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        if len > MAX_BODY {
-            return None;
-        }
-        while buf.len() < len {
-            fill(stream, buf, shared)?;
-        }
-        req.body = buf.drain(..len).collect();
-    }
-    Some(req)
-}
-
-/// Read more bytes into `buf`, retrying on the 100 ms read timeout until data, EOF or stop.
-fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>, shared: &Shared) -> Option<()> {
-    let mut tmp = [0u8; 16 * 1024];
-    loop {
-        match stream.read(&mut tmp) {
-            Ok(0) => return None,
-            Ok(n) => {
-                buf.extend_from_slice(&tmp[..n]);
-                return Some(());
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                if shared.stopped() {
-                    return None;
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
-        }
-    }
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-/// Decode a complete chunked body at the start of `buf`: `(body, bytes consumed)`.
-fn decode_chunked(buf: &[u8]) -> Option<(Vec<u8>, usize)> {
-    let mut pos = 0;
-    let mut body = Vec::new();
-    loop {
-        let line_end = pos + find(&buf[pos..], b"\r\n")?;
-        let size_str = String::from_utf8_lossy(&buf[pos..line_end]);
-        let size = usize::from_str_radix(size_str.split(';').next()?.trim(), 16).ok()?;
-        pos = line_end + 2;
-        if size == 0 {
-            // Trailers (ignored) end with an empty line.
-            loop {
-                let e = pos + find(&buf[pos..], b"\r\n")?;
-                let empty = e == pos;
-                pos = e + 2;
-                if empty {
-                    return Some((body, pos));
-                }
-            }
-        }
-        if buf.len() < pos + size + 2 {
-            return None;
-        }
-        body.extend_from_slice(&buf[pos..pos + size]);
-        pos += size + 2;
-    }
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        402 => "Payment Required",
-        403 => "Forbidden",
-        404 => "Not Found",
-        408 => "Request Timeout",
-        413 => "Payload Too Large",
-        422 => "Unprocessable Entity",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        _ => "Status",
-    }
-}
-
-/// Write a JSON answer. Errors (>= 400) carry `Connection: close`. Returns "keep the connection".
-fn send_json(stream: &mut TcpStream, status: u16, body: &str, extra: &[(&str, &str)]) -> bool {
-    let close = status >= 400;
-    let mut head = format!(
-        "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
-        reason(status),
-        body.len()
-    );
-    for (k, v) in extra {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    if close {
-        head.push_str("Connection: close\r\n");
-    }
-    head.push_str("\r\n");
-    let ok = stream
-        .write_all(head.as_bytes())
-        .and_then(|_| stream.write_all(body.as_bytes()))
-        .and_then(|_| stream.flush())
-        .is_ok();
-    if close {
-        let _ = stream.shutdown(std::net::Shutdown::Write);
-    }
-    ok && !close
-}
-
-/// An OpenAI-style error body with the keys in OpenAI's order (message, type, param, code);
-/// Pi re-serialises the error object (key order kept) into `errorMessage` after `"<status>: "`.
-fn err_body(message: &str, typ: &str, code: Option<&str>) -> String {
-    let q = |s: &str| Value::from(s).to_string();
-    format!(
-        r#"{{"error":{{"message":{},"type":{},"param":null,"code":{}}}}}"#,
-        q(message),
-        q(typ),
-        code.map_or_else(|| "null".to_string(), q)
-    )
 }
 
 /// Handle one request; returns whether to keep the connection open.
@@ -804,56 +594,115 @@ fn serve(
         )
     };
     let (messages, images) = summarize_messages(&body);
-    let record = Request {
-        route,
-        path: req.path.clone(),
-        model: model.clone(),
-        messages,
-        images,
-        tools: body
-            .get("tools")
-            .and_then(Value::as_array)
-            .map_or(0, Vec::len),
-        reasoning_effort: body
-            .get("reasoning_effort")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        authorization: req.header("authorization").map(str::to_string),
-        behaviour: behaviour.clone(),
-        conn,
-        req_on_conn,
-        at: Instant::now(),
-        body,
-    };
-    let hang_limit = {
+    let authorization = req.header("authorization").map(str::to_string);
+    let (seq, hang_limit) = {
         let mut st = shared.state();
-        st.requests.push(record);
-        st.hang_limit
+        st.next_seq += 1;
+        let seq = st.next_seq;
+        st.requests.push(Request {
+            route,
+            path: req.path.clone(),
+            model: model.clone(),
+            messages,
+            images,
+            tools: body
+                .get("tools")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len),
+            reasoning_effort: body
+                .get("reasoning_effort")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            authorization: authorization.clone(),
+            behaviour: behaviour.clone(),
+            usage_sent: None,
+            seq,
+            conn,
+            req_on_conn,
+            at: Instant::now(),
+            body,
+        });
+        (seq, st.hang_limit)
     };
     shared.state_cv.notify_all();
-    act(stream, &behaviour, &model, shared, hang_limit)
+    let auth = authorization.unwrap_or_default();
+    let ctx = Ctx {
+        model: &model,
+        key: auth.strip_prefix("Bearer ").unwrap_or(&auth),
+        shared,
+        hang_limit,
+        seq,
+    };
+    act(stream, &behaviour, &ctx)
 }
 
-fn act(
-    stream: &mut TcpStream,
-    b: &Behaviour,
-    model: &str,
-    shared: &Shared,
+/// What an answer needs besides its behaviour.
+struct Ctx<'a> {
+    /// `model` of the request (echoed in chunks and 404 texts).
+    model: &'a str,
+    /// The API key the request carried (for the `EchoKey401` family).
+    key: &'a str,
+    shared: &'a Shared,
     hang_limit: Duration,
-) -> bool {
+    /// The request's [`Request::seq`], to record `usage_sent`.
+    seq: u64,
+}
+
+fn act(stream: &mut TcpStream, b: &Behaviour, ctx: &Ctx<'_>) -> bool {
+    let model = ctx.model;
+    let text =
+        |stream: &mut TcpStream, t: &str, mode: Mode| stream_text(stream, t, mode, TEXT_USAGE, ctx);
     match b {
-        Behaviour::Ok => stream_text(stream, model, DEFAULT_TEXT, Mode::Normal, shared, hang_limit),
-        Behaviour::Text(t) => stream_text(stream, model, t, Mode::Normal, shared, hang_limit),
-        Behaviour::Slow => stream_text(stream, model, DEFAULT_TEXT, Mode::Slow, shared, hang_limit),
-        Behaviour::NoFinish => stream_text(stream, model, DEFAULT_TEXT, Mode::NoFinish, shared, hang_limit),
-        Behaviour::Drop => stream_text(stream, model, DEFAULT_TEXT, Mode::Drop, shared, hang_limit),
-        Behaviour::Reset => stream_text(stream, model, DEFAULT_TEXT, Mode::Reset, shared, hang_limit),
-        Behaviour::StallMidBody => stream_text(stream, model, DEFAULT_TEXT, Mode::Stall, shared, hang_limit),
-        Behaviour::ToolCall { name, args } => stream_tool(stream, model, name, args),
+        Behaviour::Ok => text(stream, DEFAULT_TEXT, Mode::Normal),
+        Behaviour::Text(t) => text(stream, t, Mode::Normal),
+        Behaviour::TextWithUsage {
+            text: t,
+            prompt_tokens,
+            completion_tokens,
+        } => stream_text(
+            stream,
+            t,
+            Mode::Normal,
+            (*prompt_tokens, *completion_tokens),
+            ctx,
+        ),
+        Behaviour::Slow => text(stream, DEFAULT_TEXT, Mode::Slow),
+        Behaviour::NoFinish => text(stream, DEFAULT_TEXT, Mode::NoFinish),
+        Behaviour::Drop => text(stream, DEFAULT_TEXT, Mode::Drop),
+        Behaviour::Reset => text(stream, DEFAULT_TEXT, Mode::Reset),
+        Behaviour::StallMidBody => text(stream, DEFAULT_TEXT, Mode::Stall),
+        Behaviour::ToolCall { name, args } => stream_tool(stream, name, args, ctx),
+        Behaviour::Delayed(ms, inner) => {
+            if ctx.shared.sleep(Duration::from_millis(*ms)) {
+                return false;
+            }
+            act(stream, inner, ctx)
+        }
         Behaviour::Hang => {
-            shared.sleep(hang_limit);
+            ctx.shared.sleep(ctx.hang_limit);
             false
         }
+        Behaviour::EchoKey401 => send_json(
+            stream,
+            401,
+            &err_body(
+                &format!(
+                    "Incorrect API key provided: {}. You can find your API key at \
+                     https://platform.openai.com/account/api-keys.",
+                    ctx.key
+                ),
+                "invalid_request_error",
+                Some("invalid_api_key"),
+            ),
+            &[],
+        ),
+        Behaviour::EchoKey401Chinese => send_json(
+            stream,
+            401,
+            &json!({"error": {"code": "1000", "message": format!("身份验证失败：API Key 无效：{}", ctx.key)}})
+                .to_string(),
+            &[],
+        ),
         Behaviour::Status401 => send_json(
             stream,
             401,
@@ -969,153 +818,6 @@ fn act(
         ),
         Behaviour::Status(code, body) => send_json(stream, *code, body, &[]),
     }
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum Mode {
-    Normal,
-    Slow,
-    NoFinish,
-    Drop,
-    Reset,
-    Stall,
-}
-
-fn start_sse(w: &mut TcpStream) -> io::Result<()> {
-    w.write_all(
-        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
-          Transfer-Encoding: chunked\r\n\r\n",
-    )
-}
-
-fn chunk(w: &mut TcpStream, payload: &str) -> io::Result<()> {
-    w.write_all(format!("{:x}\r\n{payload}\r\n", payload.len()).as_bytes())?;
-    w.flush()
-}
-
-fn sse(w: &mut TcpStream, v: &Value) -> io::Result<()> {
-    chunk(w, &format!("data: {v}\n\n"))
-}
-
-fn finish_sse(w: &mut TcpStream) -> io::Result<()> {
-    chunk(w, "data: [DONE]\n\n")?;
-    w.write_all(b"0\r\n\r\n")?;
-    w.flush()
-}
-
-fn completion_id() -> (String, u64) {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    (format!("chatcmpl-fake-{}", now.as_millis()), now.as_secs())
-}
-
-/// Split like fake_llm.py: about three pieces of whole words, each but the last ending in a space.
-fn pieces(text: &str) -> Vec<String> {
-    let words: Vec<&str> = text.split(' ').collect();
-    let n = (words.len() / 3).max(1);
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < words.len() {
-        let end = (i + n).min(words.len());
-        let mut p = words[i..end].join(" ");
-        if end < words.len() {
-            p.push(' ');
-        }
-        out.push(p);
-        i = end;
-    }
-    out
-}
-
-fn stream_text(
-    w: &mut TcpStream,
-    model: &str,
-    text: &str,
-    mode: Mode,
-    shared: &Shared,
-    hang_limit: Duration,
-) -> bool {
-    let (id, created) = completion_id();
-    let chunk_obj = |delta: Value, finish: Option<&str>| {
-        json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-    };
-    let pieces = pieces(text);
-    let res = (|| -> io::Result<bool> {
-        start_sse(w)?;
-        sse(
-            w,
-            &chunk_obj(json!({"role": "assistant", "content": ""}), None),
-        )?;
-        if mode == Mode::Stall {
-            sse(w, &chunk_obj(json!({"content": pieces[0]}), None))?;
-            shared.sleep(hang_limit);
-            return Ok(false);
-        }
-        for (i, p) in pieces.iter().enumerate() {
-            if matches!(mode, Mode::Drop | Mode::Reset) && i == 2 {
-                break;
-            }
-            sse(w, &chunk_obj(json!({"content": p}), None))?;
-            if mode == Mode::Slow && shared.sleep(Duration::from_millis(500)) {
-                return Ok(false);
-            }
-        }
-        if matches!(mode, Mode::Drop | Mode::Reset) {
-            shared.sleep(Duration::from_millis(200));
-            if mode == Mode::Reset {
-                let _ = socket2::SockRef::from(&*w).set_linger(Some(Duration::ZERO));
-            }
-            return Ok(false);
-        }
-        if mode != Mode::NoFinish {
-            sse(w, &chunk_obj(json!({}), Some("stop")))?;
-        }
-        sse(
-            w,
-            &json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-                    "choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}),
-        )?;
-        finish_sse(w)?;
-        Ok(true)
-    })();
-    res.unwrap_or(false)
-}
-
-fn stream_tool(w: &mut TcpStream, model: &str, name: &str, args: &Value) -> bool {
-    let (id, created) = completion_id();
-    let call_id = format!("call_{}", id.trim_start_matches("chatcmpl-fake-"));
-    let obj = |delta: Value, finish: Option<&str>| {
-        json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-    };
-    let res = (|| -> io::Result<()> {
-        start_sse(w)?;
-        sse(
-            w,
-            &obj(
-                json!({"role": "assistant", "content": null, "tool_calls": [
-                    {"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]}),
-                None,
-            ),
-        )?;
-        sse(
-            w,
-            &obj(
-                json!({"tool_calls": [{"index": 0, "function": {"arguments": args.to_string()}}]}),
-                None,
-            ),
-        )?;
-        sse(w, &obj(json!({}), Some("tool_calls")))?;
-        sse(
-            w,
-            &json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-                    "choices": [], "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}}),
-        )?;
-        finish_sse(w)
-    })();
-    res.is_ok()
 }
 
 fn summarize_messages(body: &Value) -> (Vec<Msg>, Vec<Image>) {

@@ -1,5 +1,6 @@
-//! Integration-test support: Pi provisioning ([`pi_env`]), the fake LLM ([`fake_llm`]) and a
-//! harness ([`TestEnv`]) that runs the project's binary in an isolated environment.
+//! Integration-test support: Pi provisioning ([`pi_env`]), the fake LLM ([`fake_llm`]), a real
+//! Redis ([`redis`]), listeners that never answer ([`blackhole`]) and a harness ([`TestEnv`],
+//! [`Output`]) that runs the project's binary in an isolated environment.
 //!
 //! Use from a test crate with `mod support;` and `use support::*;`.
 
@@ -7,8 +8,10 @@
 // Test code may read the clock and the environment directly (clippy.toml bans it for the crate).
 #![allow(clippy::disallowed_methods)]
 
+pub mod blackhole;
 pub mod fake_llm;
 pub mod pi_env;
+pub mod redis;
 
 /// One `#[test]` per Pi version (`pi_min::NAME`, `pi_newest::NAME`) for each scenario function
 /// `fn NAME(version: &str)` of the test crate. Needs `#[macro_use] mod support;`.
@@ -20,11 +23,14 @@ macro_rules! both_versions {
     };
 }
 
+pub use blackhole::BlackHole;
 pub use fake_llm::{
-    Behaviour, DEFAULT_TEXT, Endpoint, FakeLlm, Image, ModelSpec, Msg, ProviderSpec, Request,
-    closed_port, models_json, write_models_json, write_settings_json,
+    ApiKey, Behaviour, DEFAULT_TEXT, Endpoint, FakeLlm, Image, ModelSpec, Msg, ProviderSpec,
+    Request, TEXT_USAGE, TOOL_USAGE, closed_port, models_json, write_models_json,
+    write_settings_json,
 };
 pub use pi_env::{PI_MIN, PI_NEWEST, PiInstall, pi};
+pub use redis::{RedisConn, RedisServer, Resp, redis_cmd, redis_server_bin, try_redis_cmd};
 
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
@@ -276,6 +282,128 @@ impl Output {
     pub fn check(&self, ok: bool, what: &str) -> &Self {
         assert!(ok, "{what}\n{}", self.dump());
         self
+    }
+
+    /// Assert stdout is exactly `expected`.
+    #[track_caller]
+    pub fn assert_stdout_eq(&self, expected: &str) -> &Self {
+        assert_eq!(self.stdout, expected, "unexpected stdout\n{}", self.dump());
+        self
+    }
+
+    /// Assert stdout is exactly the answer `text` followed by one newline (how the runner prints
+    /// a final answer).
+    #[track_caller]
+    pub fn assert_answer(&self, text: &str) -> &Self {
+        self.assert_stdout_eq(&format!("{text}\n"))
+    }
+
+    #[track_caller]
+    pub fn assert_stdout_empty(&self) -> &Self {
+        self.assert_stdout_eq("")
+    }
+
+    #[track_caller]
+    pub fn assert_stdout_lacks(&self, needle: &str) -> &Self {
+        assert!(
+            !self.stdout.contains(needle),
+            "stdout contains {needle:?}\n{}",
+            self.dump()
+        );
+        self
+    }
+
+    #[track_caller]
+    pub fn assert_stderr_lacks(&self, needle: &str) -> &Self {
+        assert!(
+            !self.stderr.contains(needle),
+            "stderr contains {needle:?}\n{}",
+            self.dump()
+        );
+        self
+    }
+
+    /// Assert `needle` occurs exactly `n` times in stderr (non-overlapping).
+    #[track_caller]
+    pub fn assert_stderr_count(&self, needle: &str, n: usize) -> &Self {
+        let found = self.stderr.matches(needle).count();
+        assert_eq!(
+            found,
+            n,
+            "stderr has {needle:?} {found} times, expected {n}\n{}",
+            self.dump()
+        );
+        self
+    }
+
+    /// Assert the process did not panic: exit code is not Rust's panic code 101 and stderr has
+    /// no panic message or backtrace hint.
+    #[track_caller]
+    pub fn assert_no_panic(&self) -> &Self {
+        self.check(self.code != 101, "exit code 101 (a Rust panic)");
+        for needle in ["panicked at", "RUST_BACKTRACE", "stack backtrace:"] {
+            self.assert_stderr_lacks(needle);
+        }
+        self
+    }
+
+    /// The usual failure shape: exit `code`, `phrase` on stderr, nothing on stdout, no panic.
+    #[track_caller]
+    pub fn assert_fails_with(&self, code: i32, phrase: &str) -> &Self {
+        self.assert_code(code)
+            .assert_stderr_contains(phrase)
+            .assert_stdout_empty()
+            .assert_no_panic()
+    }
+
+    /// Assert the run took at most `limit`.
+    #[track_caller]
+    pub fn assert_elapsed_at_most(&self, limit: Duration) -> &Self {
+        assert!(
+            self.elapsed <= limit,
+            "took {:?}, limit {limit:?}\n{}",
+            self.elapsed,
+            self.dump()
+        );
+        self
+    }
+
+    /// stdout parsed as one JSON value (panics with the output if it is not exactly one).
+    #[track_caller]
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not one JSON value: {e}\n{}", self.dump()))
+    }
+
+    /// stdout as JSON lines: every line must be one JSON value; an empty stdout gives `[]`.
+    /// Blank lines are errors (JSONL output never has them).
+    #[track_caller]
+    pub fn json_lines(&self) -> Vec<serde_json::Value> {
+        if self.stdout.is_empty() {
+            return Vec::new();
+        }
+        self.check(
+            self.stdout.ends_with('\n'),
+            "JSONL stdout does not end with a newline",
+        );
+        self.stdout
+            .lines()
+            .enumerate()
+            .map(|(i, line)| {
+                serde_json::from_str(line).unwrap_or_else(|e| {
+                    panic!(
+                        "stdout line {} is not JSON ({e}): {line:?}\n{}",
+                        i + 1,
+                        self.dump()
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// stderr lines, without their newlines.
+    pub fn stderr_lines(&self) -> Vec<&str> {
+        self.stderr.lines().collect()
     }
 }
 
