@@ -44,6 +44,10 @@ pub fn kill_all_groups() {
 
 /// Pi's stderr kept for diagnostics (the tail is what matters).
 const STDERR_KEEP: usize = 64 * 1024;
+/// At most this many of Pi's `Warning:` lines are passed on per Pi process.
+const MAX_WARNINGS: usize = 20;
+/// A warning line longer than this is cut.
+const WARNING_LINE_MAX: usize = 2000;
 
 /// Why Pi could not be started.
 #[derive(Debug)]
@@ -77,6 +81,7 @@ pub struct Agent {
     line: Vec<u8>,
     stderr: Arc<Mutex<Vec<u8>>>,
     stderr_task: Option<tokio::task::JoinHandle<()>>,
+    warnings: tokio::sync::mpsc::UnboundedReceiver<String>,
     pgid: Option<i32>,
 }
 
@@ -115,10 +120,13 @@ impl Agent {
             .map(BufReader::new)
             .ok_or_else(|| SpawnError::Other(program.clone(), ErrorKind::BrokenPipe.into()))?;
         let stderr = Arc::new(Mutex::new(Vec::new()));
+        let (warn_tx, warnings) = tokio::sync::mpsc::unbounded_channel();
         let stderr_task = child.stderr.take().map(|mut err| {
             let sink = Arc::clone(&stderr);
             tokio::spawn(async move {
                 let mut chunk = [0u8; 8192];
+                let mut line = Vec::new();
+                let mut forwarded = 0;
                 while let Ok(n) = err.read(&mut chunk).await {
                     if n == 0 {
                         break;
@@ -127,6 +135,20 @@ impl Agent {
                         buf.extend_from_slice(&chunk[..n]);
                         let excess = buf.len().saturating_sub(STDERR_KEEP);
                         buf.drain(..excess);
+                    }
+                    // Pi's own warnings (`Warning: No models match pattern …`) are news for the
+                    // user even when Pi goes on: pass whole `Warning:` lines along, a bounded few.
+                    for &b in &chunk[..n] {
+                        if b == b'\n' {
+                            let text = String::from_utf8_lossy(&line).trim().to_string();
+                            if text.starts_with("Warning:") && forwarded < MAX_WARNINGS {
+                                forwarded += 1;
+                                let _ = warn_tx.send(text);
+                            }
+                            line.clear();
+                        } else if line.len() < WARNING_LINE_MAX {
+                            line.push(b);
+                        }
                     }
                 }
             })
@@ -138,6 +160,7 @@ impl Agent {
             line: Vec::new(),
             stderr,
             stderr_task,
+            warnings,
             pgid,
         })
     }
@@ -153,6 +176,14 @@ impl Agent {
     /// The next message from Pi; `Ok(None)` when its stdout closed.
     pub async fn next(&mut self) -> Result<Option<Incoming>, ReadError> {
         codec::read_incoming(&mut self.stdout, &mut self.line).await
+    }
+
+    /// The next `Warning:` line Pi printed on stderr (pending forever once stderr closed).
+    pub async fn warning(&mut self) -> String {
+        match self.warnings.recv().await {
+            Some(w) => w,
+            None => std::future::pending().await,
+        }
     }
 
     /// Waits for Pi to exit (after its stdout closed), at most `limit`.

@@ -3,7 +3,9 @@
 //! nothing about failover. A [`Session`] is one Pi process, reused across the jobs of a batch
 //! worker; a single run is a session with one job.
 
+use std::collections::BTreeSet;
 use std::ffi::OsString;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
@@ -13,9 +15,10 @@ use crate::catalog::ModelInfo;
 use crate::clock;
 use crate::exit::Exit;
 use crate::failover::classify::{Classification, FailureClass, Scope};
-use crate::failover::{Action, Attempt, Config, Machine, Options, Outcome};
+use crate::failover::{Action, Config, Machine, Note, Options, Outcome};
 use crate::health::service::{HealthHandle, Reply};
 use crate::output::StatusLine;
+use crate::report::Report;
 use crate::rpc::ImageContent;
 use crate::signals::Interrupt;
 
@@ -35,47 +38,12 @@ pub struct Job {
     pub verbose: u8,
     /// Prefix for progress lines (`job 7: `) in batch mode.
     pub label: String,
+    /// A batch job: per-job chatter stays quiet without `-v` (see `Note::shown_in_batch`).
+    pub in_batch: bool,
     /// Thinking level for this job (`--thinking`, or from `--task-complexity`).
     pub thinking: Option<String>,
-}
-
-/// What happened, for the exit code, stdout and `--json`.
-#[derive(Debug, Clone)]
-pub struct Report {
-    pub exit: Exit,
-    /// The answer, when there is one.
-    pub answer: Option<String>,
-    pub model: Option<ModelInfo>,
-    /// One line for stderr explaining a non-zero exit.
-    pub error: Option<String>,
-    pub attempts: Vec<Attempt>,
-    pub switches: u32,
-    pub elapsed_ms: u64,
-    /// Pi died (or spoke garbage) during the job: the session cannot be reused.
-    pub pi_lost: bool,
-}
-
-impl Report {
-    fn new(elapsed_ms: u64) -> Report {
-        Report {
-            exit: Exit::Error,
-            answer: None,
-            model: None,
-            error: None,
-            attempts: Vec::new(),
-            switches: 0,
-            elapsed_ms,
-            pi_lost: false,
-        }
-    }
-
-    /// A report for a job that never reached Pi.
-    pub fn failed(exit: Exit, error: String) -> Report {
-        let mut r = Report::new(0);
-        r.exit = exit;
-        r.error = Some(error);
-        r
-    }
+    /// `--explain`: stop before the first request.
+    pub explain: bool,
 }
 
 /// How a job ended, before it is turned into a report.
@@ -89,10 +57,14 @@ enum Ended {
 /// One running `pi --mode rpc`.
 pub struct Session {
     agent: Agent,
+    pi_command: OsString,
+    pi_args: Vec<String>,
     /// The user's start model, as Pi reported it for the first job; later jobs start from it
     /// again even if an earlier job switched away.
     start_model: Option<String>,
     jobs: u32,
+    /// Pi answered at least one command: it started.
+    answered: bool,
 }
 
 impl Session {
@@ -100,9 +72,17 @@ impl Session {
         let agent = Agent::spawn(pi_command, pi_args).map_err(|e| e.to_string())?;
         Ok(Session {
             agent,
+            pi_command: pi_command.clone(),
+            pi_args: pi_args.to_vec(),
             start_model: None,
             jobs: 0,
+            answered: false,
         })
+    }
+
+    /// The flags this Pi was started with (a batch job with other flags needs another Pi).
+    pub fn pi_args(&self) -> &[String] {
+        &self.pi_args
     }
 
     /// Stops Pi and reaps it.
@@ -128,6 +108,8 @@ impl Session {
             start_model: self.start_model.clone(),
             thinking: job.thinking.clone(),
             id_prefix: format!("r{}-", self.jobs),
+            explain: job.explain,
+            deadline: Some(deadline),
         };
         self.jobs += 1;
         let mut machine = Machine::with_options(
@@ -164,10 +146,23 @@ impl Session {
                     Action::ClaimProbe { target } => {
                         health.claim(target, clock::now().wall_ms, replies_tx.clone());
                     }
-                    Action::Progress { line, verbose_only } => {
-                        if !verbose_only || job.verbose > 0 {
+                    Action::ReloadHealth => {
+                        health.reload(clock::now().wall_ms, replies_tx.clone());
+                    }
+                    Action::Progress { line, note } => {
+                        let shown = if job.in_batch {
+                            note.shown_in_batch()
+                        } else {
+                            note.shown_in_run()
+                        };
+                        if shown || job.verbose > 0 {
                             status.clear();
-                            crate::output::progress_line(&format!("{}{line}", job.label));
+                            let line = format!("{}{line}", job.label);
+                            if note == Note::Warning {
+                                crate::output::error_line(&line);
+                            } else {
+                                crate::output::progress_line(&line);
+                            }
                         }
                     }
                     Action::Finish(outcome) => break 'run Ended::Machine(outcome),
@@ -208,18 +203,35 @@ impl Session {
                     }
                     Reply::Committed { health: None, .. } => {}
                     Reply::Probe { granted } => machine.handle_probe_result(clock::now(), granted),
+                    Reply::Reloaded { health } => {
+                        machine.handle_health_reloaded(clock::now(), health);
+                    }
                 },
+                warning = self.agent.warning() => pi_warning(&warning, &job.label, status),
                 msg = self.agent.next() => match msg {
-                    Ok(Some(msg)) => machine.handle_incoming(clock::now(), msg),
+                    Ok(Some(msg)) => {
+                        self.answered |= matches!(msg, crate::rpc::Incoming::Response(_));
+                        machine.handle_incoming(clock::now(), msg);
+                    }
                     Ok(None) => break 'run Ended::PiExited,
                     Err(e) => break 'run Ended::Malformed(e.to_string()),
                 },
                 _ = ticker.tick(), if status.enabled() => {
-                    status.show_run(
-                        machine.current().map(ModelInfo::key).as_deref(),
-                        machine.attempts().len() + 1,
-                        clock::now().instant.saturating_duration_since(start.instant),
-                    );
+                    let elapsed = clock::now().instant.saturating_duration_since(start.instant);
+                    match machine.waiting_until() {
+                        Some(until) => status.show(&format!(
+                            "⏸ every candidate cooling down · resuming in {} · {:.1}s",
+                            crate::failover::reopen::human_ms(ms(
+                                until.saturating_duration_since(clock::now().instant)
+                            )),
+                            elapsed.as_secs_f64()
+                        )),
+                        None => status.show_run(
+                            machine.current().map(ModelInfo::key).as_deref(),
+                            machine.attempts().len() + 1,
+                            elapsed,
+                        ),
+                    }
                 }
             }
         };
@@ -260,7 +272,10 @@ impl Session {
         let mut report = Report::new(elapsed_ms);
         // An interrupt decides the exit code, unless the answer was already complete.
         if let Some(cause) = interrupted
-            && !matches!(ended, Ended::Machine(Outcome::Answer { .. }))
+            && !matches!(
+                ended,
+                Ended::Machine(Outcome::Answer { .. } | Outcome::Explained(_))
+            )
         {
             report.exit = match cause {
                 Some(sig) => sig.exit(),
@@ -281,7 +296,19 @@ impl Session {
                 report.answer = Some(text);
                 report.model = Some(model);
             }
-            Ended::Machine(Outcome::Exhausted { reason, last_error }) => {
+            Ended::Machine(Outcome::Explained(explanation)) => {
+                report.exit = if explanation.candidates.is_empty() {
+                    Exit::Exhausted
+                } else {
+                    Exit::Success
+                };
+                report.explanation = Some(explanation);
+            }
+            Ended::Machine(Outcome::Exhausted {
+                reason,
+                last_error,
+                retry,
+            }) => {
                 report.exit = Exit::Exhausted;
                 let tried = machine.tried();
                 let tried = if tried.is_empty() {
@@ -293,6 +320,7 @@ impl Session {
                     Some(e) => format!("failover exhausted: {reason}; {tried}; last error: {e}"),
                     None => format!("failover exhausted: {reason}; {tried}"),
                 });
+                report.retry = Some(retry);
             }
             Ended::Machine(Outcome::EmptyAnswer) => {
                 let tried = machine.tried();
@@ -313,12 +341,22 @@ impl Session {
                 report.error = Some(msg);
                 report.pi_lost = true;
             }
+            Ended::Machine(Outcome::Setup(msg)) => {
+                report.error = Some(msg);
+                report.setup = true;
+            }
             Ended::PiExited | Ended::StdinGone => {
                 let status = self.agent.exit_status(Duration::from_millis(1000)).await;
                 let stderr = self.agent.stderr_text().await;
-                report.error =
-                    Some(explain_pi_death("Pi exited before answering", status, &stderr).await);
                 report.pi_lost = true;
+                report.pi_start_failed = !self.answered;
+                report.error = Some(match self.unknown_start_model(&stderr).await {
+                    Some(problem) => {
+                        report.setup = true;
+                        problem
+                    }
+                    None => explain_pi_death("Pi exited before answering", status, &stderr).await,
+                });
             }
             Ended::Malformed(msg) => {
                 report.error = Some(msg);
@@ -326,6 +364,74 @@ impl Session {
             }
         }
         report
+    }
+
+    /// Pi refuses to start on a `--model` it cannot resolve (`Error: Model "x" not found`).
+    /// A Pi without the start-model flags lists what exists, so the error can name it.
+    async fn unknown_start_model(&self, stderr: &str) -> Option<String> {
+        if self.answered {
+            return None;
+        }
+        let line = stderr
+            .lines()
+            .find(|l| l.starts_with("Error: Model \"") && l.contains("not found"))?;
+        let wanted = line.split('"').nth(1).unwrap_or_default().to_string();
+        let mut args = Vec::new();
+        let mut it = self.pi_args.iter();
+        while let Some(a) = it.next() {
+            if matches!(a.as_str(), "--model" | "--provider" | "--thinking") {
+                it.next();
+            } else {
+                args.push(a.clone());
+            }
+        }
+        let known = crate::registry::list_models(&self.pi_command, &args)
+            .await
+            .ok()?;
+        let keys: Vec<String> = known.iter().map(ModelInfo::key).collect();
+        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let mut shown = crate::catalog::suggest::closest(&wanted, &refs, 5);
+        for k in &refs {
+            if shown.len() >= 12 {
+                break;
+            }
+            if !shown.contains(k) {
+                shown.push(k);
+            }
+        }
+        Some(format!(
+            "unknown model '{wanted}': Pi has no such model; closest available: {} \
+             (pi-ccswitch-run --status lists every model)",
+            if shown.is_empty() {
+                "none".to_string()
+            } else {
+                shown.join(", ")
+            }
+        ))
+    }
+}
+
+/// Passes one of Pi's `Warning:` lines on (redacted, once per process). Pi's advice to use its
+/// own `--list-models` gets the runner's equivalent; pattern warnings are left to the runner's
+/// own message, which also names the closest models.
+fn pi_warning(line: &str, label: &str, status: &mut StatusLine) {
+    static SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    if line.starts_with("Warning: No models match pattern") {
+        return;
+    }
+    let fresh = SEEN.lock().map(|mut s| s.insert(line.to_string())).unwrap_or(true);
+    if fresh {
+        status.clear();
+        crate::output::error_line(&format!("{label}Pi: {}", with_runner_advice(line)));
+    }
+}
+
+/// Pi's advice names Pi-only flags; say what the runner offers instead.
+pub fn with_runner_advice(line: &str) -> String {
+    if line.contains("--list-models") {
+        format!("{line} (with pi-ccswitch-run: --status lists every model)")
+    } else {
+        line.to_string()
     }
 }
 
@@ -340,7 +446,11 @@ pub async fn run(
 ) -> Report {
     let mut session = match Session::start(pi_command, pi_args) {
         Ok(s) => s,
-        Err(e) => return Report::failed(Exit::Error, e),
+        Err(e) => {
+            let mut r = Report::failed(Exit::Error, e);
+            r.pi_start_failed = true;
+            return r;
+        }
     };
     let mut status = StatusLine::for_stderr();
     let report = session
@@ -358,14 +468,12 @@ async fn sleep_until(t: Option<Instant>) {
     }
 }
 
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 pub fn ms_since(t: Instant) -> u64 {
-    u64::try_from(
-        clock::now()
-            .instant
-            .saturating_duration_since(t)
-            .as_millis(),
-    )
-    .unwrap_or(u64::MAX)
+    ms(clock::now().instant.saturating_duration_since(t))
 }
 
 /// Turns Pi's early exit into one actionable line: Pi's own error line (not the tail of a Node
@@ -409,7 +517,10 @@ async fn explain_pi_death(
     if reason.is_empty() {
         format!("{what} ({how})")
     } else {
-        format!("{what} ({how}); Pi's stderr: {reason}{hint}")
+        format!(
+            "{what} ({how}); Pi's stderr: {}{hint}",
+            with_runner_advice(&reason)
+        )
     }
 }
 

@@ -29,6 +29,8 @@ pub mod lockfile;
 pub mod manage;
 pub mod output;
 pub mod redact;
+pub mod registry;
+pub mod report;
 pub mod rpc;
 pub mod runlog;
 pub mod settings;

@@ -21,48 +21,6 @@ pub const PI_MIN_VERSION: (u64, u64, u64) = (0, 84, 4);
 /// Pi needs at least this Node.
 pub const NODE_MIN_VERSION: (u64, u64, u64) = (22, 19, 0);
 
-/// How long listing Pi's models may take before we give up on it.
-const LIST_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// Asks Pi for its available models (spawns `pi --mode rpc` briefly).
-pub async fn list_models(
-    pi: &std::ffi::OsString,
-    pi_args: &[String],
-) -> Result<Vec<ModelInfo>, String> {
-    let mut agent = Agent::spawn(pi, pi_args).map_err(|e| e.to_string())?;
-    let result = tokio::time::timeout(LIST_TIMEOUT, async {
-        agent
-            .send("models", &Command::GetAvailableModels)
-            .await
-            .map_err(|e| format!("cannot write to Pi: {e}"))?;
-        loop {
-            match agent.next().await {
-                Ok(Some(Incoming::Response(r))) if r.id.as_deref() == Some("models") => {
-                    if !r.success {
-                        return Err(format!(
-                            "get_available_models failed: {}",
-                            r.error.unwrap_or_default()
-                        ));
-                    }
-                    let models = r.models();
-                    return Ok(models);
-                }
-                Ok(Some(_)) => {}
-                Ok(None) => {
-                    let stderr = agent.stderr_text().await;
-                    let tail = stderr.lines().last().unwrap_or("").trim().to_string();
-                    return Err(format!("Pi exited before listing its models: {tail}"));
-                }
-                Err(e) => return Err(e.to_string()),
-            }
-        }
-    })
-    .await
-    .unwrap_or_else(|_| Err("Pi did not list its models within 20 s".to_string()));
-    agent.stop(Duration::from_millis(1000)).await;
-    result
-}
-
 /// One model's line in `--status`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelStatus {
@@ -303,7 +261,7 @@ pub async fn run(
     let now = clock::now().wall_ms;
     match mode {
         Mode::Status => {
-            let models = match list_models(&settings.pi_command, pi_args).await {
+            let models = match crate::registry::list_models(&settings.pi_command, pi_args).await {
                 Ok(m) => m,
                 Err(e) => {
                     output::error_line(&format!(
@@ -328,7 +286,7 @@ pub async fn run(
             write_out(&text)
         }
         Mode::Reactivate(target) => {
-            let models = list_models(&settings.pi_command, pi_args)
+            let models = crate::registry::list_models(&settings.pi_command, pi_args)
                 .await
                 .unwrap_or_default();
             let mut changed = 0;
@@ -343,7 +301,7 @@ pub async fn run(
         Mode::Disable(target) => {
             // A typo must not silently disable nothing: check the name against Pi's models
             // when Pi can be asked.
-            match list_models(&settings.pi_command, pi_args).await {
+            match crate::registry::list_models(&settings.pi_command, pi_args).await {
                 Ok(models) if !models.iter().any(|m| &m.key() == target) => {
                     return fail(
                         &format!(
@@ -498,7 +456,7 @@ async fn doctor(
         )
     });
     if pi_path.is_some() {
-        checks.push(match list_models(&settings.pi_command, pi_args).await {
+        checks.push(match crate::registry::list_models(&settings.pi_command, pi_args).await {
             Ok(m) if !m.is_empty() => (
                 true,
                 "models",

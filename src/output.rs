@@ -104,7 +104,7 @@ impl StatusLine {
 
 /// The `--json` object of one run (or one batch job). The field set is a public interface:
 /// README documents it and a test pins it.
-pub fn result_json(report: &crate::driver::Report) -> serde_json::Value {
+pub fn result_json(report: &crate::report::Report) -> serde_json::Value {
     use serde_json::json;
     let attempts: Vec<serde_json::Value> = report
         .attempts

@@ -26,12 +26,14 @@ pub struct Filter<'a> {
     pub tried: &'a BTreeSet<String>,
     /// Endpoint keys isolated for the rest of the round.
     pub isolated_endpoints: &'a BTreeSet<String>,
-    /// Families avoided after a content-policy failure this round.
-    pub avoided_families: &'a BTreeSet<String>,
+    /// Families avoided after a content-policy failure (family → why).
+    pub avoided_families: &'a std::collections::BTreeMap<String, String>,
     /// The request carries images: only models that declare `image` input qualify.
     pub needs_images: bool,
     /// After a context overflow: only windows strictly larger than this qualify.
     pub larger_context_than: Option<u64>,
+    /// Estimated tokens of the request: a model whose declared window is smaller cannot take it.
+    pub min_context: u64,
     pub health: &'a Health,
     pub now_ms: u64,
     /// Providers whose probe lease this process holds.
@@ -62,7 +64,8 @@ fn admissible(m: &ModelInfo, current_key: &str, f: &Filter<'_>) -> bool {
         && (!f.needs_images || m.accepts_images())
         && f.larger_context_than
             .is_none_or(|c| m.context_window_or_zero() > c)
-        && !f.avoided_families.contains(&family(m))
+        && m.context_window.is_none_or(|w| w >= f.min_context)
+        && !f.avoided_families.contains_key(&family(m))
 }
 
 /// Lower is better; see the module doc.

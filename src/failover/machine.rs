@@ -1,43 +1,50 @@
 //! The failover state machine for one run (one prompt). Sans-IO: Pi's events, command
-//! responses, timeouts and interrupts go in through `handle_*` with the current time; commands
-//! to send, health deltas to persist, progress lines and the final outcome come out through
-//! `poll_action`, and the next deadline through `poll_deadline`. Nothing here sleeps, spawns,
-//! reads a clock or touches a file, so every path can be tested with hand-made times.
+//! responses, timeouts, health and interrupts go in through `handle_*` with the current time;
+//! commands to send, health deltas to persist, progress lines and the final outcome come out
+//! through `poll_action`, and the next deadline through `poll_deadline`. Nothing here sleeps,
+//! spawns, reads a clock or touches a file, so every path can be tested with hand-made times.
 //!
-//! A run goes: read state and models → (switch before sending if the start model is known to
-//! be dead or cannot see the request's images) → prompt → watch events until `agent_settled`
-//! → judge the last assistant message → on failure classify, open the breaker, choose the best
-//! candidate and re-dispatch (fork + same prompt when no tool ran, continuation prompt when
-//! tools ran) → repeat until an answer, exhaustion, the deadline or an interrupt.
+//! A run goes: read state and models → check the user's scope, provider and model against Pi's
+//! registry (`start.rs`) → switch before sending if the start model is known to be dead or cannot
+//! see the request's images → prompt → watch events until `agent_settled` → judge the last
+//! assistant message → on failure classify, open the breaker, choose the best candidate and
+//! re-dispatch (`judge.rs`, `dispatch.rs`: fork + same prompt when no tool ran, continuation
+//! prompt when tools ran) → repeat until an answer, exhaustion, the deadline or an interrupt. When
+//! every candidate is cooling down and waiting is allowed, the run waits for the first breaker
+//! to reopen and starts a new round.
+//!
+//! The state is kept in a few named parts, each replaced whole when its lifetime ends: what Pi
+//! reported ([`PiView`]), the failover round ([`Round`]), the attempt on the current model
+//! ([`AttemptState`]) and the command plumbing ([`Wire`]).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::candidates::{self, Filter};
-use super::classify::{Classification, FailureClass, Observation, Scope, classify};
+use super::classify::{Classification, FailureClass, Observation, classify};
+use super::explain::Explanation;
+use super::reopen::RetryHint;
 use crate::catalog::ModelInfo;
 use crate::clock::Now;
-use crate::health::{Delta, Health, Keys, SwitchEntry};
+use crate::health::{Delta, Health, SwitchEntry};
 use crate::rpc::pending::Pending;
-use crate::rpc::{Command, ForkMessage, ImageContent, Incoming, Message, Response};
+use crate::rpc::{Command, ImageContent, Incoming, Message, Response, Usage};
 
 /// Sent after a failure when tools already ran: the context keeps the finished tool work.
 pub const CONTINUATION_PROMPT: &str = "The previous model failed before finishing. Continue the \
 task from the current state. Do not repeat tool calls that already completed; use their results \
 above. Then give the final answer.";
 
-/// Switch reason for leaving a start model already known to be dead before any request; such a
-/// switch is announced but not written to the shared switch log.
-const UNHEALTHY: &str = "unhealthy";
-
 /// How long Pi may take to settle after `abort` before the run is declared wedged.
 const ABORT_GRACE: Duration = Duration::from_secs(10);
 /// How long Pi may take to answer a command (start-up included, normally ~0.5 s).
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
+/// While waiting for a breaker to reopen, shared health is re-read at least this often (another
+/// process's probe may close it sooner).
+pub const WAIT_POLL: Duration = Duration::from_millis(1000);
 
-/// Tunables, from settings.
+/// Tunables, from settings and the command line.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub first_response: Duration,
@@ -47,9 +54,15 @@ pub struct Config {
     pub cooldown_scale: f64,
     /// `--models` patterns: failover stays inside this scope.
     pub models_scope: Option<String>,
+    /// `--provider` and `--model` as given: checked against Pi's registry, so a typo fails
+    /// loudly instead of silently widening where the data goes.
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    /// When every candidate is cooling down, wait for the first breaker to reopen.
+    pub wait: bool,
 }
 
-/// Per-run options for a Pi process that serves several runs (batch mode).
+/// Per-run options (batch mode runs many on one Pi).
 #[derive(Debug, Clone, Default)]
 pub struct Options {
     /// Start with `new_session`: the previous job's conversation must not leak into this one.
@@ -61,6 +74,10 @@ pub struct Options {
     pub thinking: Option<String>,
     /// Prefix of this run's command ids (unique per run on a shared Pi).
     pub id_prefix: String,
+    /// `--explain`: stop before the first request and describe what would happen.
+    pub explain: bool,
+    /// The run's (or job's) deadline: waiting for a breaker never goes past it.
+    pub deadline: Option<Instant>,
 }
 
 /// Why a run ended.
@@ -74,6 +91,7 @@ pub enum Outcome {
     Exhausted {
         reason: String,
         last_error: Option<String>,
+        retry: RetryHint,
     },
     /// The answer was empty and no other model was left to try (exit 2).
     EmptyAnswer,
@@ -81,6 +99,11 @@ pub enum Outcome {
     Aborted,
     /// Pi misbehaved or refused the request (exit 2).
     Fatal(String),
+    /// The configuration cannot work — a scope that selects nothing, an unknown provider or
+    /// model, no usable model at all — found before any request (exit 2; stops a batch).
+    Setup(String),
+    /// `--explain`: what the run would do.
+    Explained(Box<Explanation>),
 }
 
 /// One failed (or successful) attempt, for `-v` and `--json`.
@@ -92,37 +115,62 @@ pub struct Attempt {
     /// Redaction is the caller's job before printing; this is Pi's raw text.
     pub error: Option<String>,
     pub duration_ms: u64,
+    /// Tokens and cost Pi reported for this attempt's model calls.
+    pub usage: Usage,
+}
+
+/// What a progress line is about, so each mode shows what matters to it: a single run shows
+/// switches; a batch shows breakers opening and closing; `-v` shows everything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Note {
+    /// `switch a → b (reason)`.
+    Switch,
+    /// The start model is skipped before sending (`start: a is provider breaker open`).
+    Start,
+    /// A breaker this run opened or closed.
+    Breaker,
+    /// Waiting for a breaker to reopen.
+    Wait,
+    /// The same model is tried again.
+    Retry,
+    /// Something the user should fix (a `--models` pattern that matches nothing).
+    Warning,
+    /// Every failure with its marker, watchdogs, skipped candidates (`-v`).
+    Detail,
+}
+
+impl Note {
+    /// Shown by a single run without `-v`.
+    pub fn shown_in_run(self) -> bool {
+        !matches!(self, Note::Breaker | Note::Detail)
+    }
+
+    /// Shown by a batch without `-v` (per-job chatter would drown the batch).
+    pub fn shown_in_batch(self) -> bool {
+        matches!(self, Note::Breaker | Note::Wait | Note::Warning)
+    }
 }
 
 /// What the driver must do next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// Write this command to Pi with this id.
-    Send {
-        id: String,
-        command: Command,
-    },
+    Send { id: String, command: Command },
     /// Claim the half-open probe lease of a breaker (a `health::probe_target`), then call
     /// `handle_probe_result`.
-    ClaimProbe {
-        target: String,
-    },
+    ClaimProbe { target: String },
     /// Persist this health change; the merged result comes back through `handle_health(seq, ..)`.
-    Record {
-        seq: u64,
-        delta: Delta,
-    },
+    Record { seq: u64, delta: Delta },
+    /// Read shared health again and pass it to `handle_health_reloaded` (while waiting).
+    ReloadHealth,
     /// A line for stderr (already without secrets except error text, which the driver redacts).
-    Progress {
-        line: String,
-        verbose_only: bool,
-    },
+    Progress { line: String, note: Note },
     Finish(Outcome),
 }
 
 /// Which command a response answers.
 #[derive(Debug, Clone, PartialEq)]
-enum Tag {
+pub(super) enum Tag {
     GetState,
     Models,
     Prompt,
@@ -150,7 +198,7 @@ impl Tag {
 
 /// How the request reaches the next model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Redispatch {
+pub(super) enum Redispatch {
     /// No tool ran: fork at the failed user message, then send the same prompt and images.
     Fork,
     /// Tools ran: keep the context, send a continuation prompt.
@@ -159,15 +207,43 @@ enum Redispatch {
     Initial,
 }
 
+/// Why the run moves to another model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum SwitchReason {
+    /// The current model failed with this class.
+    Failure(FailureClass),
+    /// The start model was known to be dead before anything was sent (not news for the
+    /// shared switch log: a batch would write one entry per job).
+    Unhealthy,
+    /// The start model cannot see the request's images.
+    Modality,
+    /// A model is being probed after its cooldown.
+    Probe,
+    /// A breaker reopened after a wait.
+    Reopened,
+}
+
+impl SwitchReason {
+    pub(super) fn as_str(&self) -> &'static str {
+        match self {
+            SwitchReason::Failure(c) => c.as_str(),
+            SwitchReason::Unhealthy => "unhealthy",
+            SwitchReason::Modality => "modality",
+            SwitchReason::Probe => "probe",
+            SwitchReason::Reopened => "reopened",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
-enum Phase {
+pub(super) enum Phase {
     /// Waiting for `get_state` and `get_available_models`.
     Starting,
     /// Waiting for the answer to a probe-lease claim on `target` before using `model`.
     Claiming {
         model: ModelInfo,
         mode: Redispatch,
-        reason: String,
+        reason: SwitchReason,
         target: String,
     },
     /// Commands of a re-dispatch in flight.
@@ -177,12 +253,19 @@ enum Phase {
     /// A failure was judged while Pi still runs (auto-retry backoff or our abort): act once
     /// Pi settles.
     Settling,
+    /// Every candidate is cooling down: wait until `until`, re-reading health meanwhile.
+    Waiting {
+        mode: Redispatch,
+        until: Instant,
+        next_check: Instant,
+    },
     Done,
 }
 
 /// Watchdog state for the running attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Watch {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) enum Watch {
+    #[default]
     Off,
     FirstResponse(Instant),
     Stall(Instant),
@@ -190,83 +273,112 @@ enum Watch {
 
 /// The decision taken after a failure, executed once Pi has settled.
 #[derive(Debug, Clone, PartialEq)]
-enum Plan {
-    Switch(ModelInfo, String),
+pub(super) enum Plan {
+    Switch(ModelInfo, SwitchReason),
     RetrySame,
     Exhaust(String),
 }
 
-pub struct Machine {
-    cfg: Config,
-    start_model: Option<String>,
-    /// The model Pi reported before this run changed anything.
-    pi_model: Option<ModelInfo>,
-    /// The start model differs from Pi's current one: the first dispatch must set it.
-    pending_set: bool,
-    thinking: Option<String>,
-    thinking_sent: bool,
+/// What Pi reported when the run started.
+#[derive(Debug, Default)]
+pub(super) struct PiView {
+    /// The model Pi was on before this run changed anything.
+    pub(super) pi_model: Option<ModelInfo>,
+    /// Every model Pi can use (unique), in Pi's order.
+    pub(super) registry: Vec<ModelInfo>,
+    /// The candidates: `registry` inside `--models`.
+    pub(super) pool: Vec<ModelInfo>,
+    pub(super) state_seen: bool,
+    pub(super) models_seen: bool,
     /// The level Pi chose for a reasoning start model when none was asked for.
-    thinking_default: Option<String>,
-    /// A switch waiting for Pi to accept the new model.
-    pending_switch: Option<SwitchEntry>,
-    /// A prompt was accepted and its attempt has not been judged yet.
-    attempt_open: bool,
-    /// (model, class) failures already recorded this round: Pi's own retries of the same
-    /// failure must not double the cooldown again and again within one run.
-    recorded: BTreeSet<(String, FailureClass)>,
-    /// Latest time seen, so commands sent from inside a handler get a response deadline.
-    last_now: Option<Instant>,
-    /// Commands whose answer the run waits for, and when that wait becomes a failure.
-    waiting: usize,
-    response_deadline: Option<Instant>,
-    health: Health,
-    /// Records sent to the driver whose merged result has not come back yet: (seq, delta).
-    unconfirmed: VecDeque<(u64, Delta)>,
-    record_seq: u64,
-    prompt: String,
-    images: Vec<ImageContent>,
+    pub(super) thinking_default: Option<String>,
+}
 
-    phase: Phase,
-    pending: Pending<Tag>,
-    actions: VecDeque<Action>,
-    queue: VecDeque<Command>,
+/// One failover round: from the first request (or the end of a wait) until the outcome.
+#[derive(Debug, Default)]
+pub(super) struct Round {
+    pub(super) started: Option<Instant>,
+    pub(super) tried: BTreeSet<String>,
+    pub(super) endpoint_failures: BTreeMap<String, u32>,
+    pub(super) isolated: BTreeSet<String>,
+    pub(super) retried_same: BTreeSet<String>,
+    /// (model, class) failures already recorded: Pi's own retries of the same failure must not
+    /// double the cooldown again and again within one round.
+    pub(super) recorded: BTreeSet<(String, FailureClass)>,
+}
 
-    pool: Vec<ModelInfo>,
-    current: Option<ModelInfo>,
-    state_seen: bool,
-    models_seen: bool,
-
-    // Round state.
-    round_start: Option<Instant>,
-    tried: BTreeSet<String>,
-    endpoint_failures: BTreeMap<String, u32>,
-    isolated: BTreeSet<String>,
-    avoided_families: BTreeSet<String>,
-    larger_context_than: Option<u64>,
-    retried_same: BTreeSet<String>,
-    own_leases: Vec<String>,
-    switches: u32,
-
-    // Attempt state.
-    attempt_started: Option<Instant>,
-    last_assistant: Option<Message>,
-    last_seq: u64,
-    judged_seq: u64,
-    tools_running: u32,
+/// The attempt on the current model: from its prompt until it is judged.
+#[derive(Debug, Default)]
+pub(super) struct AttemptState {
+    /// A prompt was accepted and the attempt has not been judged yet.
+    pub(super) open: bool,
+    pub(super) started: Option<Instant>,
+    pub(super) last_assistant: Option<Message>,
+    pub(super) tools_running: u32,
     /// A tool finished since the last prompt was sent: its result must stay in the context,
     /// so the next model gets a continuation prompt instead of a fork.
-    tools_since_prompt: bool,
-    /// The last prompt sent was the continuation prompt (a later fork re-sends it, once).
-    continued: bool,
-    watch: Watch,
-    watchdog_fired: bool,
-    aborting: Option<Instant>,
-    plan: Option<Plan>,
-    interrupted: bool,
+    pub(super) tools_since_prompt: bool,
+    pub(super) watch: Watch,
+    pub(super) watchdog_fired: bool,
+    /// Tokens and cost of this attempt's model calls (Pi's own retries included).
+    pub(super) usage: Usage,
+    /// The attempt ended in an empty answer (judged as a model failure).
+    pub(super) empty_answer: bool,
+}
 
-    attempts: Vec<Attempt>,
-    last_error: Option<String>,
-    outcome: Option<Outcome>,
+/// Command plumbing: ids, awaited answers, the queue of a re-dispatch, the actions out.
+#[derive(Debug)]
+pub(super) struct Wire {
+    pub(super) pending: Pending<Tag>,
+    pub(super) actions: VecDeque<Action>,
+    pub(super) queue: VecDeque<Command>,
+    /// Commands whose answer the run waits for, and when that wait becomes a failure.
+    pub(super) waiting: usize,
+    pub(super) response_deadline: Option<Instant>,
+    /// Latest time seen, so commands sent from inside a handler get a response deadline.
+    pub(super) last_now: Option<Instant>,
+}
+
+pub struct Machine {
+    pub(super) cfg: Config,
+    pub(super) opts: Options,
+    pub(super) pi: PiView,
+    pub(super) round: Round,
+    pub(super) attempt: AttemptState,
+    /// Families avoided for this request after a content-policy refusal, with why. Kept across
+    /// rounds: it is about the request, not the round.
+    pub(super) avoided_families: BTreeMap<String, String>,
+    /// After a context overflow only larger windows qualify, in every later round too.
+    pub(super) larger_context_than: Option<u64>,
+    pub(super) wire: Wire,
+    pub(super) health: Health,
+    /// Records sent to the driver whose merged result has not come back yet: (seq, delta).
+    pub(super) unconfirmed: VecDeque<(u64, Delta)>,
+    pub(super) record_seq: u64,
+    pub(super) prompt: String,
+    pub(super) images: Vec<ImageContent>,
+    pub(super) phase: Phase,
+    pub(super) current: Option<ModelInfo>,
+    /// The start model differs from Pi's current one: the first dispatch must set it.
+    pub(super) pending_set: bool,
+    pub(super) thinking_sent: bool,
+    /// A switch waiting for Pi to accept the new model.
+    pub(super) pending_switch: Option<(SwitchEntry, SwitchReason)>,
+    /// Probe leases this process holds (their breakers do not block it).
+    pub(super) own_leases: Vec<String>,
+    pub(super) switches: u32,
+    /// Counters of assistant messages seen and judged (a settle without a fresh one re-uses
+    /// the verdict already taken on Pi's auto-retry).
+    pub(super) last_seq: u64,
+    pub(super) judged_seq: u64,
+    /// The last prompt sent was the continuation prompt (a later fork re-sends it, once).
+    pub(super) continued: bool,
+    pub(super) aborting: Option<Instant>,
+    pub(super) plan: Option<Plan>,
+    pub(super) interrupted: bool,
+    pub(super) attempts: Vec<Attempt>,
+    pub(super) last_error: Option<String>,
+    pub(super) outcome: Option<Outcome>,
 }
 
 impl Machine {
@@ -281,51 +393,38 @@ impl Machine {
         images: Vec<ImageContent>,
         options: Options,
     ) -> Machine {
+        let fresh = options.fresh_session;
         let mut m = Machine {
-            start_model: options.start_model,
-            thinking: options.thinking,
-            thinking_sent: false,
-            thinking_default: None,
-            pending_switch: None,
-            attempt_open: false,
-            recorded: BTreeSet::new(),
-            last_now: None,
-            waiting: 0,
-            response_deadline: None,
-            pi_model: None,
-            pending_set: false,
+            wire: Wire {
+                pending: Pending::with_prefix(&options.id_prefix),
+                actions: VecDeque::new(),
+                queue: VecDeque::new(),
+                waiting: 0,
+                response_deadline: None,
+                last_now: None,
+            },
             cfg,
+            opts: options,
+            pi: PiView::default(),
+            round: Round::default(),
+            attempt: AttemptState::default(),
+            avoided_families: BTreeMap::new(),
+            larger_context_than: None,
             health,
             unconfirmed: VecDeque::new(),
             record_seq: 0,
             prompt,
             images,
             phase: Phase::Starting,
-            pending: Pending::with_prefix(&options.id_prefix),
-            actions: VecDeque::new(),
-            queue: VecDeque::new(),
-            pool: Vec::new(),
             current: None,
-            state_seen: false,
-            models_seen: false,
-            round_start: None,
-            tried: BTreeSet::new(),
-            endpoint_failures: BTreeMap::new(),
-            isolated: BTreeSet::new(),
-            avoided_families: BTreeSet::new(),
-            larger_context_than: None,
-            retried_same: BTreeSet::new(),
+            pending_set: false,
+            thinking_sent: false,
+            pending_switch: None,
             own_leases: Vec::new(),
             switches: 0,
-            attempt_started: None,
-            last_assistant: None,
             last_seq: 0,
             judged_seq: 0,
-            tools_running: 0,
-            tools_since_prompt: false,
             continued: false,
-            watch: Watch::Off,
-            watchdog_fired: false,
             aborting: None,
             plan: None,
             interrupted: false,
@@ -333,7 +432,7 @@ impl Machine {
             last_error: None,
             outcome: None,
         };
-        if options.fresh_session {
+        if fresh {
             // Pi switches sessions asynchronously: a command sent before this answer would
             // still reach the old session.
             m.send(Command::NewSession, Tag::NewSession);
@@ -347,7 +446,7 @@ impl Machine {
     // ----- outputs --------------------------------------------------------------------------
 
     pub fn poll_action(&mut self) -> Option<Action> {
-        self.actions.pop_front()
+        self.wire.actions.pop_front()
     }
 
     /// The next instant at which `handle_timeout` must be called.
@@ -355,12 +454,16 @@ impl Machine {
         if self.phase == Phase::Done {
             return None;
         }
-        let watch = match self.watch {
+        let watch = match self.attempt.watch {
             Watch::Off => None,
             Watch::FirstResponse(t) | Watch::Stall(t) => Some(t),
         };
         let abort = self.aborting.map(|t| t + ABORT_GRACE);
-        [watch, abort, self.response_deadline]
+        let wait = match self.phase {
+            Phase::Waiting { next_check, .. } => Some(next_check),
+            _ => None,
+        };
+        [watch, abort, self.wire.response_deadline, wait]
             .into_iter()
             .flatten()
             .min()
@@ -382,30 +485,36 @@ impl Machine {
         self.current.as_ref()
     }
 
+    /// Waiting for a breaker to reopen (for the live status line).
+    pub fn waiting_until(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Waiting { until, .. } => Some(until),
+            _ => None,
+        }
+    }
+
     /// The attempt still under way when the run ended without judging it (interrupt, deadline,
     /// Pi died): its model and how long it ran. `failure` is left for the caller to fill in.
     pub fn open_attempt(&self, now: Now) -> Option<Attempt> {
-        if !self.attempt_open {
+        if !self.attempt.open {
             return None;
         }
         let model = self.current.as_ref()?.key();
-        let duration_ms = self.attempt_started.map_or(0, |t| {
-            u64::try_from(now.instant.saturating_duration_since(t).as_millis()).unwrap_or(u64::MAX)
-        });
         Some(Attempt {
             model,
             failure: None,
             error: None,
-            duration_ms,
+            duration_ms: self.attempt_ms(now),
+            usage: self.attempt.usage.clone(),
         })
     }
 
     /// The model Pi was on when this run started (before any switch).
     pub fn pi_model(&self) -> Option<&ModelInfo> {
-        self.pi_model.as_ref()
+        self.pi.pi_model.as_ref()
     }
 
-    /// Models tried this round, in the order they failed.
+    /// Models tried this run, in the order they failed.
     pub fn tried(&self) -> Vec<String> {
         let mut seen = BTreeSet::new();
         self.attempts
@@ -430,22 +539,32 @@ impl Machine {
         }
     }
 
+    /// Shared health re-read while waiting for a breaker to reopen.
+    pub fn handle_health_reloaded(&mut self, now: Now, health: Health) {
+        self.handle_health(0, health);
+        if matches!(self.phase, Phase::Waiting { .. }) {
+            self.wake(now);
+        }
+    }
+
     pub fn handle_incoming(&mut self, now: Now, msg: Incoming) {
-        self.last_now = Some(now.instant);
+        self.wire.last_now = Some(now.instant);
         if self.phase == Phase::Done {
             return;
         }
         match msg {
             Incoming::Response(r) => self.on_response(now, r),
             Incoming::AgentStart | Incoming::TurnStart
-                if self.tools_running == 0 && !self.interrupted && self.aborting.is_none() =>
+                if self.attempt.tools_running == 0
+                    && !self.interrupted
+                    && self.aborting.is_none() =>
             {
                 // abort_retry only cancels Pi's backoff sleep; a retry already under way runs
                 // on, and is watched like any attempt.
                 if self.phase == Phase::Settling {
                     self.phase = Phase::Running;
                 }
-                self.watch = Watch::FirstResponse(now.instant + self.cfg.first_response);
+                self.attempt.watch = Watch::FirstResponse(now.instant + self.cfg.first_response);
             }
             Incoming::MessageStart { message } if message.role == "assistant" => {
                 self.progress(now);
@@ -453,21 +572,24 @@ impl Machine {
             Incoming::MessageUpdate {} => self.progress(now),
             Incoming::MessageEnd { message } if message.role == "assistant" => {
                 self.last_seq += 1;
-                self.last_assistant = Some(message);
+                if let Some(usage) = &message.usage {
+                    self.attempt.usage.add(usage);
+                }
+                self.attempt.last_assistant = Some(message);
                 self.progress(now);
             }
             Incoming::ToolExecutionStart {} => {
-                self.tools_running += 1;
-                self.watch = Watch::Off;
+                self.attempt.tools_running += 1;
+                self.attempt.watch = Watch::Off;
             }
             Incoming::ToolExecutionEnd {} => {
-                self.tools_running = self.tools_running.saturating_sub(1);
-                self.tools_since_prompt = true;
-                if self.tools_running == 0 {
+                self.attempt.tools_running = self.attempt.tools_running.saturating_sub(1);
+                self.attempt.tools_since_prompt = true;
+                if self.attempt.tools_running == 0 {
                     self.progress(now);
                 }
             }
-            Incoming::CompactionStart {} => self.watch = Watch::Off,
+            Incoming::CompactionStart {} => self.attempt.watch = Watch::Off,
             Incoming::CompactionEnd {} => self.progress(now),
             Incoming::AutoRetryStart {
                 error_message,
@@ -493,15 +615,15 @@ impl Machine {
 
     /// Call once, right after creating the machine: starts the clock on Pi's first answer.
     pub fn handle_start(&mut self, now: Now) {
-        self.last_now = Some(now.instant);
-        if self.waiting > 0 {
-            self.response_deadline = Some(now.instant + RESPONSE_TIMEOUT);
+        self.wire.last_now = Some(now.instant);
+        if self.wire.waiting > 0 {
+            self.wire.response_deadline = Some(now.instant + RESPONSE_TIMEOUT);
         }
     }
 
     pub fn handle_timeout(&mut self, now: Now) {
-        self.last_now = Some(now.instant);
-        if self.response_deadline.is_some_and(|t| now.instant >= t) {
+        self.wire.last_now = Some(now.instant);
+        if self.wire.response_deadline.is_some_and(|t| now.instant >= t) {
             self.finish(Outcome::Fatal(format!(
                 "Pi did not answer a command within {} s (is it wedged?)",
                 RESPONSE_TIMEOUT.as_secs()
@@ -516,24 +638,40 @@ impl Machine {
             ));
             return;
         }
-        let expired = match self.watch {
+        if let Phase::Waiting {
+            mode,
+            until,
+            next_check,
+        } = self.phase
+        {
+            if now.instant >= next_check {
+                // Checked again once the re-read health arrives.
+                self.phase = Phase::Waiting {
+                    mode,
+                    until,
+                    next_check: now.instant + WAIT_POLL,
+                };
+                self.wire.actions.push_back(Action::ReloadHealth);
+            }
+            return;
+        }
+        let expired = match self.attempt.watch {
             Watch::FirstResponse(t) | Watch::Stall(t) => now.instant >= t,
             Watch::Off => false,
         };
         if !expired || !matches!(self.phase, Phase::Running | Phase::Settling) {
             return;
         }
-        let which = match self.watch {
-            Watch::FirstResponse(_) => "no first response",
-            _ => "no stream progress",
+        let (which, ms) = match self.attempt.watch {
+            Watch::FirstResponse(_) => ("no first response", self.cfg.first_response),
+            _ => ("no stream progress", self.cfg.stall),
         };
-        let ms = match self.watch {
-            Watch::FirstResponse(_) => self.cfg.first_response.as_millis(),
-            _ => self.cfg.stall.as_millis(),
-        };
-        self.watch = Watch::Off;
-        self.watchdog_fired = true;
-        self.progress_line(format!("watchdog: {which} for {ms} ms; aborting"), true);
+        self.attempt.watch = Watch::Off;
+        self.attempt.watchdog_fired = true;
+        self.note(
+            Note::Detail,
+            format!("watchdog: {which} for {} ms; aborting", ms.as_millis()),
+        );
         self.abort(now);
     }
 
@@ -543,7 +681,7 @@ impl Machine {
             return;
         }
         self.interrupted = true;
-        self.watch = Watch::Off;
+        self.attempt.watch = Watch::Off;
         match self.phase {
             Phase::Running | Phase::Settling => self.abort(now),
             _ => self.finish(Outcome::Aborted),
@@ -563,51 +701,25 @@ impl Machine {
         if granted {
             self.own_leases.push(target);
             // Another of the model's breakers may be half-open too.
-            self.go_to(now, model, mode, &reason);
+            self.go_to(now, model, mode, reason);
         } else {
-            self.progress_line(
+            self.note(
+                Note::Detail,
                 format!("skip {}: another run is probing it ({target})", model.key()),
-                true,
             );
-            self.tried.insert(model.key());
-            self.choose_and_switch(now, mode, &reason);
-        }
-    }
-
-    /// Uses `model` next: claims the probe lease first when one of its breakers is half-open
-    /// (only one process at a time may probe), then sets it (unless it is already current)
-    /// and dispatches.
-    fn go_to(&mut self, now: Now, model: ModelInfo, mode: Redispatch, reason: &str) {
-        if let Some(target) = self
-            .health
-            .needs_probe(&model, now.wall_ms, &self.own_leases)
-        {
-            self.phase = Phase::Claiming {
-                model,
-                mode,
-                reason: reason.to_string(),
-                target: target.clone(),
-            };
-            self.actions.push_back(Action::ClaimProbe { target });
-        } else if self
-            .current
-            .as_ref()
-            .is_some_and(|c| c.key() == model.key())
-        {
-            self.start_redispatch(mode, None);
-        } else {
-            self.switch_to(now, model, mode, reason);
+            self.round.tried.insert(model.key());
+            self.choose_and_switch(now, mode, reason);
         }
     }
 
     // ----- responses ------------------------------------------------------------------------
 
     fn on_response(&mut self, now: Now, r: Response) {
-        let tag = self.pending.resolve(&r);
+        let tag = self.wire.pending.resolve(&r);
         if tag.as_ref().is_some_and(Tag::awaited) {
-            self.waiting = self.waiting.saturating_sub(1);
-            if self.waiting == 0 {
-                self.response_deadline = None;
+            self.wire.waiting = self.wire.waiting.saturating_sub(1);
+            if self.wire.waiting == 0 {
+                self.wire.response_deadline = None;
             }
         }
         let Some(tag) = tag else {
@@ -621,7 +733,7 @@ impl Machine {
         };
         match tag {
             Tag::GetState => {
-                self.state_seen = true;
+                self.pi.state_seen = true;
                 if let Some(model) = r
                     .data
                     .as_ref()
@@ -631,15 +743,15 @@ impl Machine {
                     // With no level asked for, a reasoning start model shows the user's default
                     // level; it is set again after switches, since Pi keeps a level clamped to
                     // "off" by a non-reasoning model in between.
-                    if self.thinking.is_none() && model.reasoning {
-                        self.thinking_default = r
+                    if self.opts.thinking.is_none() && model.reasoning {
+                        self.pi.thinking_default = r
                             .data
                             .as_ref()
                             .and_then(|d| d.get("thinkingLevel"))
                             .and_then(Value::as_str)
                             .map(str::to_string);
                     }
-                    self.pi_model = Some(model.clone());
+                    self.pi.pi_model = Some(model.clone());
                     self.current = Some(model);
                 }
                 self.maybe_start(now);
@@ -651,17 +763,13 @@ impl Machine {
                         r.error.unwrap_or_default()
                     )));
                 }
-                let models = r.models();
                 let mut seen = BTreeSet::new();
-                let unique: Vec<ModelInfo> = models
+                self.pi.registry = r
+                    .models()
                     .into_iter()
                     .filter(|m| seen.insert(m.key()))
                     .collect();
-                self.pool = match &self.cfg.models_scope {
-                    Some(p) => crate::catalog::scope::scope(p, &unique),
-                    None => unique,
-                };
-                self.models_seen = true;
+                self.pi.models_seen = true;
                 self.maybe_start(now);
             }
             Tag::Prompt => {
@@ -680,13 +788,14 @@ impl Machine {
                     ));
                 }
                 self.phase = Phase::Running;
-                self.attempt_started = Some(now.instant);
-                self.attempt_open = true;
-                if self.round_start.is_none() {
-                    self.round_start = Some(now.instant);
+                self.attempt.started = Some(now.instant);
+                self.attempt.open = true;
+                if self.round.started.is_none() {
+                    self.round.started = Some(now.instant);
                 }
-                if !matches!(self.watch, Watch::Stall(_)) {
-                    self.watch = Watch::FirstResponse(now.instant + self.cfg.first_response);
+                if !matches!(self.attempt.watch, Watch::Stall(_)) {
+                    self.attempt.watch =
+                        Watch::FirstResponse(now.instant + self.cfg.first_response);
                 }
                 self.run_queue();
             }
@@ -707,7 +816,7 @@ impl Machine {
                         &model,
                         Classification {
                             class: FailureClass::Model,
-                            scope: Scope::Model,
+                            scope: super::classify::Scope::Model,
                             status: None,
                             matched: "set_model refused".to_string(),
                         },
@@ -715,9 +824,9 @@ impl Machine {
                     );
                     // Drop the queued prompt and choose again. Any fork already happened, so
                     // the next candidate only needs set_model + prompt.
-                    self.queue.clear();
+                    self.wire.queue.clear();
                     let mode = self.redispatch_mode(false);
-                    self.choose_and_switch(now, mode, "model");
+                    self.choose_and_switch(now, mode, SwitchReason::Failure(FailureClass::Model));
                 }
             }
             Tag::ForkMessages => {
@@ -725,11 +834,13 @@ impl Machine {
                     .data
                     .as_ref()
                     .and_then(|d| d.get("messages"))
-                    .and_then(|m| serde_json::from_value::<Vec<ForkMessage>>(m.clone()).ok())
+                    .and_then(|m| {
+                        serde_json::from_value::<Vec<crate::rpc::ForkMessage>>(m.clone()).ok()
+                    })
                     .and_then(|v| v.into_iter().last());
                 match last {
                     Some(entry) if r.success => {
-                        self.queue.push_front(Command::Fork {
+                        self.wire.queue.push_front(Command::Fork {
                             entry_id: entry.entry_id,
                         });
                         self.run_queue();
@@ -786,78 +897,16 @@ impl Machine {
         }
     }
 
-    fn maybe_start(&mut self, now: Now) {
-        if self.phase != Phase::Starting || !self.state_seen || !self.models_seen {
-            return;
-        }
-        let current = self
-            .current
-            .as_ref()
-            .and_then(|c| self.pool.iter().find(|m| m.key() == c.key()).cloned())
-            .or_else(|| {
-                // Pi's start model outside `--models` or without credentials: use Pi's object.
-                self.current.clone()
-            });
-        let Some(current) = current else {
-            return self.finish(Outcome::Fatal(
-                "Pi reported no current model (check models.json and credentials)".to_string(),
-            ));
-        };
-        let current = match &self.start_model {
-            Some(key) if *key != current.key() => {
-                match self.pool.iter().find(|m| &m.key() == key) {
-                    Some(m) => {
-                        self.pending_set = true;
-                        m.clone()
-                    }
-                    None => current,
-                }
-            }
-            _ => current,
-        };
-        self.current = Some(current.clone());
-        let needs_images = !self.images.is_empty();
-        // A start model outside Pi's registry is the user's choice (Pi sends custom ids as
-        // they are); only Pi's placeholder for "no usable model at all" is replaced.
-        let why_not = if current.provider == "unknown" && current.id == "unknown" {
-            Some("not a usable model (no provider has credentials?)".to_string())
-        } else if needs_images && !current.accepts_images() {
-            Some("text-only and the request has images".to_string())
-        } else {
-            self.health
-                .blocked(&current, now.wall_ms, &self.own_leases)
-                .map(|block| match block {
-                    crate::health::Block::Disabled => "disabled".to_string(),
-                    crate::health::Block::Cooling(s) => format!("{} breaker open", s.as_str()),
-                    crate::health::Block::Leased => "another run is probing it".to_string(),
-                })
-        };
-        match why_not {
-            // A start model whose cooldown expired may only be used as the single probe.
-            None => self.go_to(now, current, Redispatch::Initial, "probe"),
-            Some(why) => {
-                self.progress_line(format!("start: {} is {why}", current.key()), false);
-                self.tried.insert(current.key());
-                let reason = if needs_images && !current.accepts_images() {
-                    "modality"
-                } else {
-                    UNHEALTHY
-                };
-                self.choose_and_switch(now, Redispatch::Initial, reason);
-            }
-        }
-    }
-
     // ----- the run --------------------------------------------------------------------------
 
     fn progress(&mut self, now: Now) {
-        if self.tools_running == 0 && !self.interrupted && self.aborting.is_none() {
-            self.watch = Watch::Stall(now.instant + self.cfg.stall);
+        if self.attempt.tools_running == 0 && !self.interrupted && self.aborting.is_none() {
+            self.attempt.watch = Watch::Stall(now.instant + self.cfg.stall);
         }
     }
 
     fn on_auto_retry(&mut self, now: Now, error_message: &str, delay_ms: u64) {
-        self.watch = Watch::Off;
+        self.attempt.watch = Watch::Off;
         if self.phase != Phase::Running || self.interrupted {
             return;
         }
@@ -865,6 +914,7 @@ impl Machine {
             return;
         };
         let error = self
+            .attempt
             .last_assistant
             .as_ref()
             .and_then(|m| m.error_message.clone())
@@ -886,25 +936,25 @@ impl Machine {
             }
             Plan::Exhaust(_) => {
                 // Nowhere else to go: let Pi's own retry try the same model again.
-                self.progress_line(
+                self.note(
+                    Note::Retry,
                     format!(
                         "no other candidate; Pi retries {} in {} ms",
                         current.key(),
                         delay_ms
                     ),
-                    false,
                 );
                 self.plan = None;
             }
-            Plan::RetrySame if self.tools_since_prompt => {
+            Plan::RetrySame if self.attempt.tools_since_prompt => {
                 // Pi's own retry re-sends the exact conversation, tool results included; ours
                 // would have to add a continuation prompt. Worth its short backoff.
-                self.progress_line(
+                self.note(
+                    Note::Retry,
                     format!(
                         "retry {} once (server error; Pi's own retry)",
                         current.key()
                     ),
-                    false,
                 );
                 self.plan = None;
             }
@@ -914,17 +964,17 @@ impl Machine {
                 self.plan = Some(plan);
                 self.phase = Phase::Settling;
                 self.send(Command::AbortRetry, Tag::AbortRetry);
-                if let Some(send) = self.actions.pop_back() {
-                    self.actions.push_front(send);
+                if let Some(send) = self.wire.actions.pop_back() {
+                    self.wire.actions.push_front(send);
                 }
             }
         }
     }
 
     fn on_settled(&mut self, now: Now) {
-        self.watch = Watch::Off;
+        self.attempt.watch = Watch::Off;
         self.aborting = None;
-        self.tools_running = 0;
+        self.attempt.tools_running = 0;
         if self.interrupted {
             return self.finish(Outcome::Aborted);
         }
@@ -934,7 +984,7 @@ impl Machine {
         let Some(current) = self.current.clone() else {
             return self.finish(Outcome::Fatal("Pi settled without a model".to_string()));
         };
-        let message = self.last_assistant.clone().unwrap_or_default();
+        let message = self.attempt.last_assistant.clone().unwrap_or_default();
         let stop = message.stop_reason.clone().unwrap_or_default();
         let text = message.text();
         let fresh = self.last_seq > self.judged_seq;
@@ -945,446 +995,92 @@ impl Machine {
             Some(plan) if !fresh => plan,
             _ => {
                 self.judged_seq = self.last_seq;
-                let (verdict, error) = if self.watchdog_fired {
-                    self.watchdog_fired = false;
-                    let error = "watchdog: the model stopped responding".to_string();
-                    let v = classify(&Observation {
-                        error_message: &error,
-                        stop_reason: "aborted",
-                        watchdog: true,
-                        user_abort: false,
-                    });
-                    (v, error)
-                } else if matches!(stop.as_str(), "stop" | "length") {
-                    let v = Classification {
-                        class: FailureClass::Unknown,
-                        scope: Scope::Model,
-                        status: None,
-                        matched: "empty answer".to_string(),
-                    };
-                    (v, "the model returned an empty answer".to_string())
-                } else {
-                    let error = message
-                        .error_message
-                        .clone()
-                        .filter(|e| !e.is_empty())
-                        .unwrap_or_else(|| {
-                            if stop.is_empty() {
-                                "the run ended without an assistant message".to_string()
-                            } else {
-                                format!("the run ended with stopReason {stop}")
-                            }
-                        });
-                    let v = classify(&Observation {
-                        error_message: &error,
-                        stop_reason: &stop,
-                        watchdog: false,
-                        user_abort: false,
-                    });
-                    (v, error)
-                };
+                let (verdict, error) = self.verdict_on(&message, &stop);
                 self.judge(now, &current, verdict, &error)
             }
         };
         self.execute(now, plan);
     }
 
-    /// Records a failure and decides what comes next. Pure decision plus health deltas.
-    fn judge(
-        &mut self,
-        now: Now,
-        current: &ModelInfo,
-        verdict: Classification,
-        error: &str,
-    ) -> Plan {
-        let class = verdict.class;
-        let reason = class.as_str().to_string();
-        self.record_failure(now, current, verdict.clone(), error);
-        if class == FailureClass::UserAbort {
-            return Plan::Exhaust("interrupted".to_string());
+    /// The classification of a settled attempt that did not answer.
+    fn verdict_on(&mut self, message: &Message, stop: &str) -> (Classification, String) {
+        if self.attempt.watchdog_fired {
+            self.attempt.watchdog_fired = false;
+            let error = "watchdog: the model stopped responding".to_string();
+            let v = classify(&Observation {
+                error_message: &error,
+                stop_reason: "aborted",
+                watchdog: true,
+                user_abort: false,
+            });
+            return (v, error);
         }
-        if self.round_expired(now) {
-            return Plan::Exhaust(self.round_expired_reason());
+        if matches!(stop, "stop" | "length") {
+            self.attempt.empty_answer = true;
+            let v = Classification {
+                class: FailureClass::Unknown,
+                scope: super::classify::Scope::Model,
+                status: None,
+                matched: "empty answer".to_string(),
+            };
+            return (v, "the model returned an empty answer".to_string());
         }
-        // A one-off 5xx gets one immediate retry on the same model.
-        let is_5xx = class == FailureClass::Endpoint
-            && verdict.status.is_some_and(|s| (500..600).contains(&s));
-        if is_5xx && self.retried_same.insert(current.key()) {
-            self.tried.remove(&current.key());
-            return Plan::RetrySame;
-        }
-        match self.best_candidate(now, current) {
-            Some(next) => Plan::Switch(next, reason),
-            None => Plan::Exhaust("no healthy candidate left".to_string()),
-        }
-    }
-
-    fn execute(&mut self, now: Now, plan: Plan) {
-        let mode = self.redispatch_mode(true);
-        self.execute_with(now, plan, mode);
-    }
-
-    /// How the next attempt reaches the model. Tools finished since the last prompt: keep
-    /// their results and continue. Otherwise the last prompt is sent again — after a fork at
-    /// it when the failed attempt is in the session (`fork_away`), so nothing is duplicated.
-    fn redispatch_mode(&self, fork_away: bool) -> Redispatch {
-        if self.tools_since_prompt {
-            Redispatch::Continue
-        } else if fork_away {
-            Redispatch::Fork
-        } else {
-            Redispatch::Initial
-        }
-    }
-
-    fn execute_with(&mut self, now: Now, plan: Plan, mode: Redispatch) {
-        match plan {
-            Plan::RetrySame => {
-                let key = self
-                    .current
-                    .as_ref()
-                    .map(ModelInfo::key)
-                    .unwrap_or_default();
-                self.progress_line(format!("retry {key} once (server error)"), false);
-                self.start_redispatch(mode, None);
-            }
-            Plan::Switch(model, reason) => self.go_to(now, model, mode, &reason),
-            Plan::Exhaust(reason) if self.last_was_empty_answer() => {
-                let _ = reason;
-                self.finish(Outcome::EmptyAnswer);
-            }
-            Plan::Exhaust(reason) => {
-                let last_error = self.last_error.clone();
-                self.finish(Outcome::Exhausted { reason, last_error });
-            }
-        }
-    }
-
-    fn last_was_empty_answer(&self) -> bool {
-        self.attempts
-            .last()
-            .and_then(|a| a.failure.as_ref())
-            .is_some_and(|f| f.matched == "empty answer")
-    }
-
-    fn round_expired(&self, now: Now) -> bool {
-        self.round_start
-            .is_some_and(|t| now.instant.saturating_duration_since(t) >= self.cfg.round_limit)
-    }
-
-    fn round_expired_reason(&self) -> String {
-        format!(
-            "the failover round window of {} ms ran out",
-            self.cfg.round_limit.as_millis()
-        )
-    }
-
-    fn record_failure(
-        &mut self,
-        now: Now,
-        model: &ModelInfo,
-        verdict: Classification,
-        error: &str,
-    ) {
-        let keys = Keys::of(model);
-        self.tried.insert(keys.model.clone());
-        let duration_ms = self
-            .attempt_started
-            .map(|t| {
-                u64::try_from(now.instant.saturating_duration_since(t).as_millis())
-                    .unwrap_or(u64::MAX)
-            })
-            .unwrap_or(0);
-        // Printed and stored error text is redacted and cut to a few hundred characters.
-        let error = crate::redact::redact_capped(error, 300);
-        let error = error.as_str();
-        self.progress_line(
-            format!(
-                "fail {} ({}, {} scope, matched {:?}): {}",
-                keys.model,
-                verdict.class,
-                verdict.scope.as_str(),
-                verdict.matched,
-                error
-            ),
-            true,
-        );
-        let class = verdict.class;
-        let scope = verdict.scope;
-        self.attempt_open = false;
-        self.attempts.push(Attempt {
-            model: keys.model.clone(),
-            failure: Some(verdict),
-            error: Some(error.to_string()),
-            duration_ms,
-        });
-        self.last_error = Some(format!(
-            "{}: {}",
-            keys.model,
-            crate::redact::redact_capped(error, 300)
-        ));
-        match class {
-            FailureClass::UserAbort => return,
-            FailureClass::ContextOverflow => {
-                let window = model.context_window_or_zero();
-                self.larger_context_than =
-                    Some(self.larger_context_than.map_or(window, |w| w.max(window)));
-                return;
-            }
-            FailureClass::ContentPolicy => {
-                self.avoided_families.insert(candidates::family(model));
-            }
-            FailureClass::Endpoint => {
-                let n = self
-                    .endpoint_failures
-                    .entry(keys.endpoint.clone())
-                    .or_insert(0);
-                *n += 1;
-                if *n >= 3 {
-                    self.isolated.insert(keys.endpoint.clone());
-                }
-            }
-            _ => {}
-        }
-        if !self.recorded.insert((keys.model.clone(), class)) {
-            return;
-        }
-        let Some(key) = keys.get(scope).map(str::to_string) else {
-            return;
-        };
-        let delta = Delta::Failure {
-            at: now.wall_ms,
-            key,
-            scope,
-            class,
-            error: error.to_string(),
-        };
-        self.record(delta);
-    }
-
-    /// Applies a health change locally and asks the driver to persist it.
-    fn record(&mut self, delta: Delta) {
-        self.health.apply(&delta, self.cfg.cooldown_scale);
-        self.record_seq += 1;
-        let seq = self.record_seq;
-        self.unconfirmed.push_back((seq, delta.clone()));
-        self.actions.push_back(Action::Record { seq, delta });
-    }
-
-    fn best_candidate(&self, now: Now, current: &ModelInfo) -> Option<ModelInfo> {
-        let filter = Filter {
-            tried: &self.tried,
-            isolated_endpoints: &self.isolated,
-            avoided_families: &self.avoided_families,
-            needs_images: !self.images.is_empty(),
-            larger_context_than: self.larger_context_than,
-            health: &self.health,
-            now_ms: now.wall_ms,
-            own_leases: &self.own_leases,
-        };
-        candidates::rank(current, &self.pool, &filter)
-            .into_iter()
-            .next()
-    }
-
-    fn choose_and_switch(&mut self, now: Now, mode: Redispatch, reason: &str) {
-        let Some(current) = self.current.clone() else {
-            return self.finish(Outcome::Fatal("no current model".to_string()));
-        };
-        match self.best_candidate(now, &current) {
-            Some(next) => self.go_to(now, next, mode, reason),
-            None => {
-                let reason = if mode == Redispatch::Initial
-                    && !self.images.is_empty()
-                    && self.attempts.is_empty()
-                {
-                    "no healthy image-capable model available for a request with images".to_string()
+        let error = message
+            .error_message
+            .clone()
+            .filter(|e| !e.is_empty())
+            .unwrap_or_else(|| {
+                if stop.is_empty() {
+                    "the run ended without an assistant message".to_string()
                 } else {
-                    "no healthy candidate left".to_string()
-                };
-                let last_error = self.last_error.clone();
-                self.finish(Outcome::Exhausted { reason, last_error });
-            }
-        }
-    }
-
-    fn switch_to(&mut self, now: Now, next: ModelInfo, mode: Redispatch, reason: &str) {
-        let from = self
-            .current
-            .as_ref()
-            .map(ModelInfo::key)
-            .unwrap_or_else(|| "?".to_string());
-        // Counted, logged and announced once Pi has accepted the model (set_model may fail).
-        self.pending_switch = Some(SwitchEntry {
-            at: now.wall_ms,
-            from,
-            to: next.key(),
-            reason: reason.to_string(),
-        });
-        self.start_redispatch(mode, Some(next));
-    }
-
-    /// Pi accepted `model`: if that completes a switch, record it.
-    fn switch_done(&mut self, now: Now, model: &ModelInfo) {
-        let Some(entry) = self.pending_switch.take() else {
-            return;
-        };
-        if entry.to != model.key() {
-            return;
-        }
-        self.progress_line(
-            format!("switch {} → {} ({})", entry.from, entry.to, entry.reason),
-            false,
-        );
-        self.switches += 1;
-        // Skipping a start model already known to be dead is not news for the shared log
-        // (a batch would otherwise write one entry per job).
-        if entry.reason != UNHEALTHY {
-            self.record(Delta::Switch(entry));
-        }
-        // The round window restarts at each successful switch.
-        if self.round_start.is_some() {
-            self.round_start = Some(now.instant);
-        }
-    }
-
-    fn start_redispatch(&mut self, mode: Redispatch, next: Option<ModelInfo>) {
-        self.queue.clear();
-        self.phase = Phase::Dispatching;
-        self.last_assistant = None;
-        self.judged_seq = self.last_seq;
-        if mode == Redispatch::Fork {
-            self.queue.push_back(Command::GetForkMessages);
-        }
-        let pending = std::mem::take(&mut self.pending_set);
-        // `fork` rebuilds the session from the branch, model and thinking level included, so
-        // after a fork the model is always set again (the current one for a same-model retry).
-        let next = next.or_else(|| {
-            if pending || mode == Redispatch::Fork {
-                self.current.clone()
-            } else {
-                None
-            }
-        });
-        let switching = next.is_some();
-        if let Some(model) = next {
-            self.queue.push_back(Command::SetModel {
-                provider: model.provider.clone(),
-                model_id: model.id.clone(),
+                    format!("the run ended with stopReason {stop}")
+                }
             });
-        }
-        if let Some(level) = &self.thinking
-            && (switching || !self.thinking_sent)
-        {
-            self.queue.push_back(Command::SetThinkingLevel {
-                level: level.clone(),
-            });
-            self.thinking_sent = true;
-        } else if let Some(level) = &self.thinking_default
-            && switching
-        {
-            self.queue.push_back(Command::SetThinkingLevel {
-                level: level.clone(),
-            });
-        }
-        // A continuation is added only after new tool work; otherwise the last prompt is sent
-        // again as it was (after a fork, or when it never reached the session).
-        if mode == Redispatch::Continue {
-            self.continued = true;
-        }
-        let (message, images) = if self.continued {
-            (CONTINUATION_PROMPT.to_string(), Vec::new())
-        } else {
-            (self.prompt.clone(), self.images.clone())
-        };
-        self.tools_since_prompt = false;
-        self.queue.push_back(Command::Prompt { message, images });
-        self.run_queue();
-    }
-
-    /// Sends the next queued command; each waits for its response before the next goes.
-    fn run_queue(&mut self) {
-        let Some(cmd) = self.queue.pop_front() else {
-            return;
-        };
-        let tag = match &cmd {
-            Command::GetForkMessages => Tag::ForkMessages,
-            Command::Fork { .. } => Tag::Fork,
-            Command::SetModel { provider, model_id } => Tag::SetModel(
-                self.pool
-                    .iter()
-                    .find(|m| &m.provider == provider && &m.id == model_id)
-                    .cloned()
-                    .unwrap_or_else(|| ModelInfo {
-                        provider: provider.clone(),
-                        id: model_id.clone(),
-                        name: None,
-                        base_url: None,
-                        reasoning: false,
-                        input: None,
-                        context_window: None,
-                    }),
-            ),
-            Command::Prompt { .. } => Tag::Prompt,
-            Command::SetThinkingLevel { .. } => Tag::Thinking,
-            _ => Tag::Other,
-        };
-        self.send(cmd, tag);
-    }
-
-    fn succeed(&mut self, now: Now, model: ModelInfo, text: String) {
-        self.record(Delta::Success {
-            at: now.wall_ms,
-            keys: Keys::of(&model),
+        let v = classify(&Observation {
+            error_message: &error,
+            stop_reason: stop,
+            watchdog: false,
+            user_abort: false,
         });
-        let duration_ms = self
-            .attempt_started
-            .map(|t| {
-                u64::try_from(now.instant.saturating_duration_since(t).as_millis())
-                    .unwrap_or(u64::MAX)
-            })
-            .unwrap_or(0);
-        self.attempt_open = false;
-        self.attempts.push(Attempt {
-            model: model.key(),
-            failure: None,
-            error: None,
-            duration_ms,
-        });
-        self.finish(Outcome::Answer { text, model });
+        (v, error)
     }
 
-    fn abort(&mut self, now: Now) {
+    pub(super) fn attempt_ms(&self, now: Now) -> u64 {
+        self.attempt.started.map_or(0, |t| {
+            u64::try_from(now.instant.saturating_duration_since(t).as_millis()).unwrap_or(u64::MAX)
+        })
+    }
+
+    pub(super) fn abort(&mut self, now: Now) {
         if self.aborting.is_none() {
             self.aborting = Some(now.instant);
             self.send(Command::Abort, Tag::Abort);
         }
     }
 
-    fn send(&mut self, command: Command, tag: Tag) {
+    pub(super) fn send(&mut self, command: Command, tag: Tag) {
         if tag.awaited() {
-            self.waiting += 1;
-            if self.response_deadline.is_none() {
-                self.response_deadline = self.last_now.map(|t| t + RESPONSE_TIMEOUT);
+            self.wire.waiting += 1;
+            if self.wire.response_deadline.is_none() {
+                self.wire.response_deadline = self.wire.last_now.map(|t| t + RESPONSE_TIMEOUT);
             }
         }
-        let id = self.pending.register(tag);
-        self.actions.push_back(Action::Send { id, command });
+        let id = self.wire.pending.register(tag);
+        self.wire.actions.push_back(Action::Send { id, command });
     }
 
-    fn progress_line(&mut self, line: String, verbose_only: bool) {
-        self.actions
-            .push_back(Action::Progress { line, verbose_only });
+    pub(super) fn note(&mut self, note: Note, line: String) {
+        self.wire.actions.push_back(Action::Progress { line, note });
     }
 
-    fn finish(&mut self, outcome: Outcome) {
+    pub(super) fn finish(&mut self, outcome: Outcome) {
         if self.phase == Phase::Done {
             return;
         }
         self.phase = Phase::Done;
-        self.watch = Watch::Off;
+        self.attempt.watch = Watch::Off;
         self.outcome = Some(outcome.clone());
-        self.actions.push_back(Action::Finish(outcome));
+        self.wire.actions.push_back(Action::Finish(outcome));
     }
 }
 

@@ -4,8 +4,11 @@
 pub mod breaker;
 pub mod candidates;
 pub mod classify;
+mod dispatch;
 pub mod explain;
+mod judge;
 pub mod machine;
 pub mod reopen;
+mod start;
 
-pub use machine::{Action, Attempt, Config, Machine, Options, Outcome};
+pub use machine::{Action, Attempt, Config, Machine, Note, Options, Outcome};

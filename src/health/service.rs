@@ -31,12 +31,18 @@ pub enum Reply {
     Committed { seq: u64, health: Option<Health> },
     /// The answer to a probe-lease claim: may the run send its probe?
     Probe { granted: bool },
+    /// Health read again (a run waiting for a breaker to reopen).
+    Reloaded { health: Health },
 }
 
 enum Request {
     Load {
         now_ms: u64,
         reply: oneshot::Sender<Health>,
+    },
+    Reload {
+        now_ms: u64,
+        reply: mpsc::UnboundedSender<Reply>,
     },
     Commit {
         seq: u64,
@@ -97,6 +103,11 @@ impl HealthHandle {
             return Health::default();
         }
         rx.await.unwrap_or_default()
+    }
+
+    /// Queues a re-read; the health comes back on `reply` as [`Reply::Reloaded`].
+    pub fn reload(&self, now_ms: u64, reply: mpsc::UnboundedSender<Reply>) {
+        let _ = self.tx.send(Request::Reload { now_ms, reply });
     }
 
     /// Queues a commit; the merged health comes back on `reply` as [`Reply::Committed`].
@@ -160,6 +171,10 @@ impl Worker {
         match request {
             Request::Load { now_ms, reply } => {
                 let _ = reply.send(self.load(now_ms));
+            }
+            Request::Reload { now_ms, reply } => {
+                let health = self.load(now_ms);
+                let _ = reply.send(Reply::Reloaded { health });
             }
             Request::Commit {
                 seq,

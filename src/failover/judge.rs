@@ -1,0 +1,486 @@
+//! After an attempt failed: record the failure (breakers, round bookkeeping), decide what comes
+//! next, and — when nothing is left — either wait for a breaker to reopen or end the run with a
+//! retry hint for schedulers.
+
+use std::time::Duration;
+
+use super::candidates::{self, Filter, family};
+use super::classify::{Classification, FailureClass, Scope};
+use super::machine::{Attempt, Machine, Note, Outcome, Phase, Plan, Redispatch, SwitchReason};
+use super::machine::WAIT_POLL;
+use super::reopen::{self, Availability, RetryHint, human_ms};
+use super::start::estimate_tokens;
+use crate::catalog::ModelInfo;
+use crate::clock::Now;
+use crate::health::{Delta, Keys};
+
+impl Machine {
+    /// Records a failure and decides what comes next. Pure decision plus health deltas.
+    pub(super) fn judge(
+        &mut self,
+        now: Now,
+        current: &ModelInfo,
+        verdict: Classification,
+        error: &str,
+    ) -> Plan {
+        let class = verdict.class;
+        self.record_failure(now, current, verdict.clone(), error);
+        if class == FailureClass::UserAbort {
+            return Plan::Exhaust("interrupted".to_string());
+        }
+        if self.round_expired(now) {
+            return Plan::Exhaust(self.round_expired_reason());
+        }
+        // A one-off 5xx gets one immediate retry on the same model.
+        let is_5xx = class == FailureClass::Endpoint
+            && verdict.status.is_some_and(|s| (500..600).contains(&s));
+        if is_5xx && self.round.retried_same.insert(current.key()) {
+            self.round.tried.remove(&current.key());
+            return Plan::RetrySame;
+        }
+        match self.best_candidate(now, current) {
+            Some(next) => Plan::Switch(next, SwitchReason::Failure(class)),
+            None => Plan::Exhaust(NO_CANDIDATE.to_string()),
+        }
+    }
+
+    pub(super) fn execute(&mut self, now: Now, plan: Plan) {
+        let mode = self.redispatch_mode(true);
+        self.execute_with(now, plan, mode);
+    }
+
+    /// How the next attempt reaches the model. Tools finished since the last prompt: keep
+    /// their results and continue. Otherwise the last prompt is sent again — after a fork at
+    /// it when the failed attempt is in the session (`fork_away`), so nothing is duplicated.
+    pub(super) fn redispatch_mode(&self, fork_away: bool) -> Redispatch {
+        if self.attempt.tools_since_prompt {
+            Redispatch::Continue
+        } else if fork_away {
+            Redispatch::Fork
+        } else {
+            Redispatch::Initial
+        }
+    }
+
+    pub(super) fn execute_with(&mut self, now: Now, plan: Plan, mode: Redispatch) {
+        match plan {
+            Plan::RetrySame => {
+                let key = self
+                    .current
+                    .as_ref()
+                    .map(ModelInfo::key)
+                    .unwrap_or_default();
+                self.note(Note::Retry, format!("retry {key} once (server error)"));
+                self.start_redispatch(mode, None);
+            }
+            Plan::Switch(model, reason) => self.go_to(now, model, mode, reason),
+            Plan::Exhaust(_) if self.attempt.empty_answer => self.finish(Outcome::EmptyAnswer),
+            Plan::Exhaust(reason) => {
+                if reason == NO_CANDIDATE && self.try_wait(now, mode) {
+                    return;
+                }
+                self.exhaust(now, reason);
+            }
+        }
+    }
+
+    pub(super) fn round_expired(&self, now: Now) -> bool {
+        self.round
+            .started
+            .is_some_and(|t| now.instant.saturating_duration_since(t) >= self.cfg.round_limit)
+    }
+
+    pub(super) fn round_expired_reason(&self) -> String {
+        format!(
+            "the failover round window of {} ms ran out",
+            self.cfg.round_limit.as_millis()
+        )
+    }
+
+    pub(super) fn record_failure(
+        &mut self,
+        now: Now,
+        model: &ModelInfo,
+        verdict: Classification,
+        error: &str,
+    ) {
+        let keys = Keys::of(model);
+        self.round.tried.insert(keys.model.clone());
+        // Printed and stored error text is redacted and cut to a few hundred characters.
+        let error = crate::redact::redact_capped(error, 300);
+        self.note(
+            Note::Detail,
+            format!(
+                "fail {} ({}, {} scope, matched {:?}): {error}",
+                keys.model,
+                verdict.class,
+                verdict.scope.as_str(),
+                verdict.matched
+            ),
+        );
+        let class = verdict.class;
+        let scope = verdict.scope;
+        self.attempt.open = false;
+        self.attempts.push(Attempt {
+            model: keys.model.clone(),
+            failure: Some(verdict),
+            error: Some(error.clone()),
+            duration_ms: self.attempt_ms(now),
+            usage: std::mem::take(&mut self.attempt.usage),
+        });
+        self.last_error = Some(format!("{}: {error}", keys.model));
+        match class {
+            FailureClass::UserAbort => return,
+            FailureClass::ContextOverflow => {
+                let window = model.context_window_or_zero();
+                self.larger_context_than =
+                    Some(self.larger_context_than.map_or(window, |w| w.max(window)));
+                return;
+            }
+            FailureClass::ContentPolicy => {
+                self.avoided_families.insert(
+                    family(model),
+                    format!("{} refused the content", keys.model),
+                );
+            }
+            FailureClass::Endpoint => {
+                let n = self
+                    .round
+                    .endpoint_failures
+                    .entry(keys.endpoint.clone())
+                    .or_insert(0);
+                *n += 1;
+                if *n >= 3 {
+                    self.round.isolated.insert(keys.endpoint.clone());
+                }
+            }
+            _ => {}
+        }
+        if !self.round.recorded.insert((keys.model.clone(), class)) {
+            return;
+        }
+        let Some(key) = keys.get(scope).map(str::to_string) else {
+            return;
+        };
+        let was_open = self.breaker_open(scope, &key, now);
+        self.record(Delta::Failure {
+            at: now.wall_ms,
+            key: key.clone(),
+            scope,
+            class,
+            error,
+        });
+        if !was_open && self.breaker_open(scope, &key, now) {
+            let left = self
+                .health
+                .records(scope)
+                .and_then(|m| m.get(&key))
+                .and_then(|r| r.cooldown_until)
+                .map_or(0, |t| t.saturating_sub(now.wall_ms));
+            self.note(
+                Note::Breaker,
+                format!(
+                    "breaker open: {} {key} ({class}) for {}",
+                    scope.as_str(),
+                    human_ms(left)
+                ),
+            );
+        }
+    }
+
+    fn breaker_open(&self, scope: Scope, key: &str, now: Now) -> bool {
+        self.health
+            .records(scope)
+            .and_then(|m| m.get(key))
+            .is_some_and(|r| r.cooling(now.wall_ms))
+    }
+
+    /// Applies a health change locally and asks the driver to persist it.
+    pub(super) fn record(&mut self, delta: Delta) {
+        self.health.apply(&delta, self.cfg.cooldown_scale);
+        self.record_seq += 1;
+        let seq = self.record_seq;
+        self.unconfirmed.push_back((seq, delta.clone()));
+        self.wire
+            .actions
+            .push_back(super::machine::Action::Record { seq, delta });
+    }
+
+    pub(super) fn filter(&self, now: Now) -> Filter<'_> {
+        Filter {
+            tried: &self.round.tried,
+            isolated_endpoints: &self.round.isolated,
+            avoided_families: &self.avoided_families,
+            needs_images: !self.images.is_empty(),
+            larger_context_than: self.larger_context_than,
+            min_context: estimate_tokens(&self.prompt),
+            health: &self.health,
+            now_ms: now.wall_ms,
+            own_leases: &self.own_leases,
+        }
+    }
+
+    pub(super) fn best_candidate(&self, now: Now, current: &ModelInfo) -> Option<ModelInfo> {
+        candidates::rank(current, &self.pi.pool, &self.filter(now))
+            .into_iter()
+            .next()
+    }
+
+    pub(super) fn choose_and_switch(&mut self, now: Now, mode: Redispatch, reason: SwitchReason) {
+        let Some(current) = self.current.clone() else {
+            return self.finish(Outcome::Fatal("no current model".to_string()));
+        };
+        match self.best_candidate(now, &current) {
+            Some(next) => self.go_to(now, next, mode, reason),
+            None => {
+                if self.try_wait(now, mode) {
+                    return;
+                }
+                let reason = if mode == Redispatch::Initial
+                    && !self.images.is_empty()
+                    && self.attempts.is_empty()
+                    && self.static_candidates().is_empty()
+                {
+                    "no healthy image-capable model available for a request with images".to_string()
+                } else {
+                    NO_CANDIDATE.to_string()
+                };
+                self.exhaust(now, reason);
+            }
+        }
+    }
+
+    /// The pool without what can never take this request: wrong modality, too small a context
+    /// window, an avoided family. Breakers and the round's bookkeeping are not looked at.
+    fn static_candidates(&self) -> Vec<ModelInfo> {
+        let needed = estimate_tokens(&self.prompt);
+        self.pi
+            .pool
+            .iter()
+            .filter(|m| self.images.is_empty() || m.accepts_images())
+            .filter(|m| m.context_window.is_none_or(|w| w >= needed))
+            .filter(|m| {
+                self.larger_context_than
+                    .is_none_or(|c| m.context_window_or_zero() > c)
+            })
+            .filter(|m| !self.avoided_families.contains_key(&family(m)))
+            .cloned()
+            .collect()
+    }
+
+    /// Every candidate is blocked: when waiting is allowed and a breaker that heals by itself
+    /// reopens before the deadline, wait for it (one status line) instead of giving up.
+    fn try_wait(&mut self, now: Now, mode: Redispatch) -> bool {
+        if !self.cfg.wait || self.interrupted {
+            return false;
+        }
+        let Some(deadline) = self.opts.deadline else {
+            return false;
+        };
+        let models = self.static_candidates();
+        let mut best: Option<(u64, String, String)> = None;
+        for m in &models {
+            if let Availability::Later {
+                at_ms,
+                transient: true,
+                what,
+            } = reopen::availability(m, &self.health, now.wall_ms, &self.own_leases)
+                && best.as_ref().is_none_or(|(t, _, _)| at_ms < *t)
+            {
+                best = Some((at_ms, m.key(), what.describe()));
+            }
+        }
+        let Some((at_ms, model, what)) = best else {
+            return false;
+        };
+        let wait = Duration::from_millis(at_ms.saturating_sub(now.wall_ms));
+        let until = now.instant + wait;
+        if until >= deadline {
+            return false;
+        }
+        let already = matches!(self.phase, Phase::Waiting { .. });
+        if !already {
+            self.note(
+                Note::Wait,
+                format!(
+                    "every candidate is cooling down; waiting {} for {what} to reopen ({model})",
+                    human_ms(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX))
+                ),
+            );
+        }
+        self.phase = Phase::Waiting {
+            mode,
+            until,
+            next_check: until.min(now.instant + WAIT_POLL),
+        };
+        true
+    }
+
+    /// A wait's check: after fresh health arrived or the reopening time came. A new round
+    /// starts; the first usable candidate (the current model included) is taken, else the wait
+    /// goes on — or ends the run when nothing will reopen in time.
+    pub(super) fn wake(&mut self, now: Now) {
+        let super::machine::Phase::Waiting { mode, .. } = self.phase else {
+            return;
+        };
+        self.round = super::machine::Round::default();
+        let Some(current) = self.current.clone() else {
+            return self.finish(Outcome::Fatal("no current model".to_string()));
+        };
+        let current_ok = self.static_candidates().iter().any(|m| m.key() == current.key())
+            && self
+                .health
+                .blocked(&current, now.wall_ms, &self.own_leases)
+                .is_none();
+        let next = if current_ok {
+            Some(current)
+        } else {
+            self.best_candidate(now, &current)
+        };
+        match next {
+            Some(model) => {
+                self.note(Note::Wait, format!("{} is usable again; resuming", model.key()));
+                self.phase = Phase::Dispatching;
+                self.go_to(now, model, mode, SwitchReason::Reopened);
+            }
+            None => {
+                if !self.try_wait(now, mode) {
+                    self.exhaust(now, NO_CANDIDATE.to_string());
+                }
+            }
+        }
+    }
+
+    /// Ends the run with exit 1, saying whether and when trying again could help.
+    pub(super) fn exhaust(&mut self, now: Now, reason: String) {
+        let retry = self.retry_hint(now, &reason);
+        let last_error = self.last_error.clone();
+        self.finish(Outcome::Exhausted {
+            reason,
+            last_error,
+            retry,
+        });
+    }
+
+    fn retry_hint(&self, now: Now, reason: &str) -> RetryHint {
+        if reason != NO_CANDIDATE {
+            // The round window ran out while providers kept failing: an outage, by definition
+            // temporary.
+            return RetryHint {
+                could_help: true,
+                retry_after_ms: Some(0),
+                reason: "the providers kept failing for the whole round window; a later run \
+                         may find them back"
+                    .to_string(),
+            };
+        }
+        let models = self.static_candidates();
+        if models.is_empty() {
+            let why = if !self.images.is_empty() {
+                "no model that accepts images is available"
+            } else if !self.avoided_families.is_empty() {
+                "every model left is of a family that refused the content"
+            } else {
+                "no model has a context window large enough for this request"
+            };
+            return RetryHint {
+                could_help: false,
+                retry_after_ms: None,
+                reason: format!("{why}; retrying will not help"),
+            };
+        }
+        let mut soonest: Option<(u64, String)> = None;
+        let mut causes: Vec<String> = Vec::new();
+        for m in &models {
+            match reopen::availability(m, &self.health, now.wall_ms, &self.own_leases) {
+                Availability::Now => {
+                    // Free of breakers but failed this round: its failure decides.
+                    let class = self
+                        .attempts
+                        .iter()
+                        .rev()
+                        .find(|a| a.model == m.key())
+                        .and_then(|a| a.failure.as_ref())
+                        .map(|f| f.class);
+                    match class {
+                        Some(c) if !reopen::heals_by_itself(c) => {
+                            causes.push(format!("{} ({c})", m.key()));
+                        }
+                        _ => {
+                            if soonest.as_ref().is_none_or(|(t, _)| 0 < *t) {
+                                soonest = Some((0, m.key()));
+                            }
+                        }
+                    }
+                }
+                Availability::Later {
+                    at_ms,
+                    transient: true,
+                    ..
+                } => {
+                    let after = at_ms.saturating_sub(now.wall_ms);
+                    if soonest.as_ref().is_none_or(|(t, _)| after < *t) {
+                        soonest = Some((after, m.key()));
+                    }
+                }
+                Availability::Later { what, .. } => causes.push(what.describe()),
+                Availability::Disabled => causes.push(format!("{} (disabled)", m.key())),
+            }
+        }
+        match soonest {
+            Some((after, model)) => RetryHint {
+                could_help: true,
+                retry_after_ms: Some(after),
+                reason: format!(
+                    "retrying later could help: {model} is usable again in {}",
+                    human_ms(after)
+                ),
+            },
+            None => {
+                causes.sort();
+                causes.dedup();
+                RetryHint {
+                    could_help: false,
+                    retry_after_ms: None,
+                    reason: format!(
+                        "retrying will not help until the cause is fixed: {}",
+                        advice(&causes)
+                    ),
+                }
+            }
+        }
+    }
+}
+
+/// The exhaustion reason that waiting may cure.
+pub(super) const NO_CANDIDATE: &str = "no healthy candidate left";
+
+/// The causes with what to do about them.
+fn advice(causes: &[String]) -> String {
+    let mut tips = Vec::new();
+    let joined = causes.join(", ");
+    if joined.contains("(auth)") {
+        tips.push("check the API keys");
+    }
+    if joined.contains("(quota)") {
+        tips.push("top up or raise the quota");
+    }
+    if joined.contains("(content_policy)") {
+        tips.push("the content was refused");
+    }
+    if joined.contains("(model)") {
+        tips.push("check the model ids");
+    }
+    if joined.contains("(disabled)") {
+        tips.push("--reactivate the disabled models");
+    }
+    let shown: Vec<&str> = causes.iter().take(6).map(String::as_str).collect();
+    let mut text = shown.join(", ");
+    if causes.len() > shown.len() {
+        text.push_str(&format!(", … ({} more)", causes.len() - shown.len()));
+    }
+    if !tips.is_empty() {
+        text.push_str(&format!(" — {}", tips.join("; ")));
+    }
+    text
+}

@@ -1,0 +1,294 @@
+//! The start of a run, once Pi has reported its state and models: the user's `--models`,
+//! `--provider` and `--model` are checked against Pi's registry (a typo must fail loudly, not
+//! widen where the data goes), the start model is chosen, and `--explain` stops here.
+
+use super::candidates::{self, family};
+use super::explain::{self, Explanation, Ranked};
+use super::machine::{Machine, Note, Outcome, Phase, Redispatch, SwitchReason};
+use crate::catalog::ModelInfo;
+use crate::catalog::scope::resolve_scope;
+use crate::catalog::suggest::closest;
+use crate::clock::Now;
+use crate::failover::classify::FailureClass;
+use crate::health::Block;
+
+/// How many names a "did you mean" list shows.
+const SUGGESTIONS: usize = 5;
+
+/// A rough token count of the request for the context-window check: four characters per token
+/// underestimates every language, so a model is only ever excluded when it surely cannot fit.
+pub fn estimate_tokens(prompt: &str) -> u64 {
+    u64::try_from(prompt.chars().count().div_ceil(4)).unwrap_or(u64::MAX)
+}
+
+impl Machine {
+    pub(super) fn maybe_start(&mut self, now: Now) {
+        if self.phase != Phase::Starting || !self.pi.state_seen || !self.pi.models_seen {
+            return;
+        }
+        if let Err(problem) = self.check_setup() {
+            return self.finish(Outcome::Setup(problem));
+        }
+        let current = self
+            .current
+            .as_ref()
+            .and_then(|c| self.pi.pool.iter().find(|m| m.key() == c.key()).cloned())
+            .or_else(|| {
+                // Pi's start model outside `--models` or without credentials: use Pi's object.
+                self.current.clone()
+            });
+        let Some(current) = current else {
+            return self.finish(Outcome::Setup(
+                "Pi reported no current model (check models.json and credentials)".to_string(),
+            ));
+        };
+        let current = match &self.opts.start_model {
+            Some(key) if *key != current.key() => {
+                match self.pi.pool.iter().find(|m| &m.key() == key) {
+                    Some(m) => {
+                        self.pending_set = true;
+                        m.clone()
+                    }
+                    None => current,
+                }
+            }
+            _ => current,
+        };
+        self.current = Some(current.clone());
+        if current.provider == "unknown" && current.id == "unknown" {
+            // Pi's placeholder for "no usable model at all": nothing can work.
+            return self.finish(Outcome::Setup(
+                "Pi has no usable model: no provider has credentials (check models.json, \
+                 auth.json and the API key variables; --doctor lists what Pi sees)"
+                    .to_string(),
+            ));
+        }
+        self.avoid_refused_family(now, &current);
+        let why_not = self.why_not_start(now, &current);
+        if self.opts.explain {
+            let explanation = self.explanation(now, &current, why_not);
+            return self.finish(Outcome::Explained(Box::new(explanation)));
+        }
+        match why_not {
+            // A start model whose cooldown expired may only be used as the single probe.
+            None => self.go_to(now, current, Redispatch::Initial, SwitchReason::Probe),
+            Some(why) => {
+                self.note(Note::Start, format!("start: {} is {why}", current.key()));
+                self.round.tried.insert(current.key());
+                let reason = if !self.images.is_empty() && !current.accepts_images() {
+                    SwitchReason::Modality
+                } else {
+                    SwitchReason::Unhealthy
+                };
+                self.choose_and_switch(now, Redispatch::Initial, reason);
+            }
+        }
+    }
+
+    /// The user's scope, provider and model against Pi's registry. Patterns that match nothing
+    /// are warned about; a scope that selects nothing, an unknown provider or an unknown start
+    /// model stop the run before anything is sent.
+    fn check_setup(&mut self) -> Result<(), String> {
+        let registry = self.pi.registry.clone();
+        let keys: Vec<String> = registry.iter().map(ModelInfo::key).collect();
+        let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        self.pi.pool = match self.cfg.models_scope.clone() {
+            Some(patterns) => {
+                let report = resolve_scope(&patterns, &registry);
+                for p in &report.unmatched {
+                    self.note(
+                        Note::Warning,
+                        format!(
+                            "warning: --models pattern '{p}' matches none of Pi's available \
+                             models{}",
+                            did_you_mean(&closest(p, &key_refs, SUGGESTIONS))
+                        ),
+                    );
+                }
+                if report.models.is_empty() {
+                    return Err(format!(
+                        "--models '{patterns}' selects none of Pi's available models, so \
+                         nothing would be sent; available: {} (pi-ccswitch-run --status lists \
+                         them all)",
+                        listing(&closest_first(&patterns, &key_refs))
+                    ));
+                }
+                report.models
+            }
+            None => registry.clone(),
+        };
+        let mut providers: Vec<&str> = Vec::new();
+        for m in &registry {
+            if !providers.contains(&m.provider.as_str()) {
+                providers.push(&m.provider);
+            }
+        }
+        if let Some(p) = &self.cfg.provider
+            && !providers.contains(&p.as_str())
+        {
+            return Err(format!(
+                "unknown provider '{p}': no available model has it; providers with available \
+                 models: {}",
+                listing(&closest_first(p, &providers))
+            ));
+        }
+        if let Some(wanted) = &self.cfg.model
+            && let Some(pi_model) = &self.pi.pi_model
+            && !keys.contains(&pi_model.key())
+            && !(pi_model.provider == "unknown" && pi_model.id == "unknown")
+        {
+            return Err(format!(
+                "unknown model '{wanted}': Pi would send '{}' to {} as a custom model id; \
+                 closest available: {}",
+                pi_model.id,
+                pi_model.provider,
+                listing(&closest_first(wanted, &key_refs))
+            ));
+        }
+        Ok(())
+    }
+
+    /// A start model cooling down after a content-policy refusal keeps its family out of this
+    /// run too: a re-run of the same document would be refused the same way by its relatives.
+    fn avoid_refused_family(&mut self, now: Now, start: &ModelInfo) {
+        let refused = self
+            .health
+            .models
+            .get(&start.key())
+            .is_some_and(|r| {
+                r.cooling(now.wall_ms)
+                    && r.last_class.as_deref() == Some(FailureClass::ContentPolicy.as_str())
+            });
+        if refused {
+            self.avoided_families.insert(
+                family(start),
+                format!("{} refused the content recently", start.key()),
+            );
+        }
+    }
+
+    /// Why the start model cannot take the request, if it cannot.
+    fn why_not_start(&self, now: Now, current: &ModelInfo) -> Option<String> {
+        if !self.images.is_empty() && !current.accepts_images() {
+            return Some("text-only and the request has images".to_string());
+        }
+        let needed = estimate_tokens(&self.prompt);
+        if let Some(window) = current.context_window
+            && window < needed
+        {
+            return Some(format!(
+                "too small for the request (context window {window} < ~{needed} tokens)"
+            ));
+        }
+        self.health
+            .blocked(current, now.wall_ms, &self.own_leases)
+            .map(|block| match block {
+                Block::Disabled => "disabled".to_string(),
+                Block::Cooling(s) => format!("{} breaker open", s.as_str()),
+                Block::Leased => "another run is probing it".to_string(),
+            })
+    }
+
+    /// `--explain`: the candidate order exactly as a failover from the start model would rank
+    /// it, and every other model with why it is left out.
+    fn explanation(&self, now: Now, start: &ModelInfo, start_skipped: Option<String>) -> Explanation {
+        let avoided: Vec<(String, String)> = self
+            .avoided_families
+            .iter()
+            .map(|(f, why)| (f.clone(), why.clone()))
+            .collect();
+        let request = explain::Request {
+            health: &self.health,
+            now_ms: now.wall_ms,
+            pool: &self.pi.pool,
+            needs_images: !self.images.is_empty(),
+            input_tokens: estimate_tokens(&self.prompt),
+            avoided_families: &avoided,
+        };
+        let mut candidates = Vec::new();
+        if start_skipped.is_none() {
+            candidates.push(Ranked {
+                model: start.key(),
+                reason: "start model".to_string(),
+            });
+        }
+        let filter = self.filter(now);
+        for m in candidates::rank(start, &self.pi.pool, &filter) {
+            if explain::why_excluded(&m, &request).is_none() {
+                candidates.push(Ranked {
+                    model: m.key(),
+                    reason: explain::rank_reason(start, &m, &self.health),
+                });
+            }
+        }
+        let excluded = self
+            .pi
+            .registry
+            .iter()
+            .filter(|m| !candidates.iter().any(|c| c.model == m.key()))
+            .filter_map(|m| explain::why_excluded(m, &request))
+            .collect();
+        Explanation {
+            start_model: start.key(),
+            start_skipped,
+            thinking: self
+                .opts
+                .thinking
+                .clone()
+                .or_else(|| self.pi.thinking_default.clone()),
+            first_response_ms: millis(self.cfg.first_response),
+            stall_ms: millis(self.cfg.stall),
+            round_limit_ms: millis(self.cfg.round_limit),
+            deadline_ms: self
+                .opts
+                .deadline
+                .map(|d| millis(d.saturating_duration_since(now.instant))),
+            wait: self.cfg.wait,
+            input_tokens_estimate: estimate_tokens(&self.prompt),
+            images: self.images.len(),
+            candidates,
+            excluded,
+        }
+    }
+}
+
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The names closest to `query` first, then the rest in their order (capped).
+fn closest_first<'a>(query: &str, names: &[&'a str]) -> Vec<&'a str> {
+    let mut out = closest(query, names, SUGGESTIONS);
+    for n in names {
+        if !out.contains(n) {
+            out.push(n);
+        }
+    }
+    out
+}
+
+/// `a, b, c, … (12 more)`.
+fn listing(names: &[&str]) -> String {
+    const SHOWN: usize = 12;
+    if names.is_empty() {
+        return "none".to_string();
+    }
+    let mut text = names
+        .iter()
+        .take(SHOWN)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        text.push_str(&format!(", … ({} more)", names.len() - SHOWN));
+    }
+    text
+}
+
+fn did_you_mean(names: &[&str]) -> String {
+    if names.is_empty() {
+        String::new()
+    } else {
+        format!(" (closest: {})", names.join(", "))
+    }
+}
