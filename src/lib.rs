@@ -24,6 +24,7 @@ pub mod failover;
 #[cfg(test)]
 mod fuzz;
 pub mod health;
+pub mod lines;
 pub mod manage;
 pub mod output;
 pub mod redact;
