@@ -67,7 +67,7 @@ pub struct Agent {
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
-    line: Vec<u8>,
+    decoder: codec::Decoder,
     stderr: Arc<Mutex<Vec<u8>>>,
     stderr_task: Option<tokio::task::JoinHandle<()>>,
     pgid: Option<i32>,
@@ -127,7 +127,7 @@ impl Agent {
             child,
             stdin,
             stdout,
-            line: Vec::new(),
+            decoder: codec::Decoder::default(),
             stderr,
             stderr_task,
             pgid,
@@ -144,7 +144,7 @@ impl Agent {
 
     /// The next message from Pi; `Ok(None)` when its stdout closed.
     pub async fn next(&mut self) -> Result<Option<Incoming>, ReadError> {
-        codec::read_incoming(&mut self.stdout, &mut self.line).await
+        codec::read_incoming(&mut self.stdout, &mut self.decoder).await
     }
 
     /// Waits for Pi to exit (after its stdout closed), at most `limit`.
