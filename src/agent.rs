@@ -78,7 +78,7 @@ pub struct Agent {
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
-    line: Vec<u8>,
+    decoder: codec::Decoder,
     stderr: Arc<Mutex<Vec<u8>>>,
     stderr_task: Option<tokio::task::JoinHandle<()>>,
     warnings: tokio::sync::mpsc::UnboundedReceiver<String>,
@@ -157,7 +157,7 @@ impl Agent {
             child,
             stdin,
             stdout,
-            line: Vec::new(),
+            decoder: codec::Decoder::default(),
             stderr,
             stderr_task,
             warnings,
@@ -175,7 +175,7 @@ impl Agent {
 
     /// The next message from Pi; `Ok(None)` when its stdout closed.
     pub async fn next(&mut self) -> Result<Option<Incoming>, ReadError> {
-        codec::read_incoming(&mut self.stdout, &mut self.line).await
+        codec::read_incoming(&mut self.stdout, &mut self.decoder).await
     }
 
     /// The next `Warning:` line Pi printed on stderr (pending forever once stderr closed).

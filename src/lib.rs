@@ -25,6 +25,7 @@ pub mod failover;
 mod fuzz;
 pub mod glob;
 pub mod health;
+pub mod lines;
 pub mod lockfile;
 pub mod manage;
 pub mod output;

@@ -1,22 +1,43 @@
-//! JSON-lines framing: one object per line, split on `\n` only (JSON strings may hold U+2028),
-//! a trailing `\r` stripped. Knows nothing about processes.
+//! JSON-lines framing of Pi's stdout and stdin: one object per line, split on `\n` only (JSON
+//! strings may hold U+2028), a trailing `\r` stripped. Knows nothing about processes.
+//!
+//! Memory is bounded by [`MAX_LINE`] per Pi, whatever Pi writes ([`crate::lines`]). Lines the
+//! runner must understand (responses, assistant messages) are far below it. Lines that grow
+//! with the prompt are the ones Pi echoes it in: the user message in `message_start` /
+//! `message_end` (text attachments of up to 20 MiB each, images as base64), `turn_end` and
+//! `agent_end`. So a line over the limit is judged by its first bytes:
+//! - an event (Pi writes `{"type":…` first): its payload is never needed, so the rest of the
+//!   line is skipped unread and the event is yielded with every field at its default. A message
+//!   event then is not an assistant's (an answer is never that big), an `agent_end` has
+//!   `willRetry: false` (the runner does not use it), and an `auto_retry_start` has no error
+//!   text; unknown types stay [`Incoming::Unknown`];
+//! - a `response` (`{"id":…,"type":"response",…`), or bytes that do not start like a JSON object
+//!   with a string `type`: [`ReadError::TooLong`] at once, without reading the rest.
 
 use std::fmt;
 
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 
 use super::{Command, Envelope, Incoming};
+use crate::lines::{Line, LineReader};
 
-/// Longest line accepted from Pi. `agent_end` repeats the whole conversation including images
-/// (20 × 1.5 MiB base64), so this is generous; it exists to bound memory, not to police Pi.
-pub const MAX_LINE: usize = 256 * 1024 * 1024;
+/// Longest line held from Pi. Far above any response or answer; the prompt echoes that can
+/// pass it are skipped (see the module doc).
+pub const MAX_LINE: usize = 32 * 1024 * 1024;
+
+/// How much of a bad line an error quotes.
+const PREVIEW: usize = 200;
 
 #[derive(Debug)]
 pub enum ReadError {
     Io(std::io::Error),
     /// A line that is not a JSON object we understand.
     Malformed(String),
-    TooLong,
+    /// A line over the limit that the runner would have to read: a response, or not an event.
+    TooLong {
+        limit: usize,
+        preview: String,
+    },
 }
 
 impl fmt::Display for ReadError {
@@ -24,57 +45,105 @@ impl fmt::Display for ReadError {
         match self {
             ReadError::Io(e) => write!(f, "reading Pi's output failed: {e}"),
             ReadError::Malformed(line) => write!(f, "Pi RPC emitted malformed JSONL: {line}"),
-            ReadError::TooLong => write!(f, "Pi RPC emitted a line longer than {MAX_LINE} bytes"),
+            ReadError::TooLong { limit, preview } => write!(
+                f,
+                "Pi RPC emitted a line longer than {limit} bytes that the runner must read: \
+                 {preview}"
+            ),
         }
     }
 }
 
 impl std::error::Error for ReadError {}
 
-/// Reads the next non-blank line and decodes it. `Ok(None)` at end of stream.
-///
-/// Cancel-safe: `buf` keeps a partly read line when the future is dropped (the driver's
-/// `select!` drops it whenever a timer wins), and the next call appends the rest. So `buf` is
-/// cleared only once a whole line has been taken out of it.
-pub async fn read_incoming<R: AsyncBufRead + Unpin>(
-    reader: &mut R,
-    buf: &mut Vec<u8>,
-) -> Result<Option<Incoming>, ReadError> {
-    loop {
-        reader.read_until(b'\n', buf).await.map_err(ReadError::Io)?;
-        if buf.len() > MAX_LINE {
-            buf.clear();
-            return Err(ReadError::TooLong);
+/// Decodes Pi's stdout line by line. Keep one per Pi, for the life of its stdout.
+#[derive(Debug)]
+pub struct Decoder {
+    lines: LineReader,
+}
+
+impl Default for Decoder {
+    fn default() -> Decoder {
+        Decoder::new(MAX_LINE)
+    }
+}
+
+impl Decoder {
+    /// A decoder holding at most `max_line` bytes of a line.
+    pub fn new(max_line: usize) -> Decoder {
+        Decoder {
+            lines: LineReader::new(max_line),
         }
-        if !buf.ends_with(b"\n") {
-            // End of stream; a partial last line is a truncated write by a dying process.
-            buf.clear();
-            return Ok(None);
-        }
-        let decoded = decode(buf);
-        buf.clear();
-        match decoded {
-            Some(Ok(msg)) => return Ok(Some(msg)),
-            Some(Err(e)) => return Err(e),
-            None => continue,
+    }
+
+    /// Bytes allocated for the line buffer (never more than the limit).
+    pub fn buffer_capacity(&self) -> usize {
+        self.lines.capacity()
+    }
+
+    /// The next message, skipping blank lines; `Ok(None)` at end of stream. A last line
+    /// without `\n` is a truncated write by a dying process, and ignored.
+    ///
+    /// Cancel-safe: the line being read lives in the decoder, not in the future (the driver's
+    /// `select!` drops the read whenever a timer wins), and the next call goes on with it.
+    pub async fn next<R: AsyncBufRead + Unpin>(
+        &mut self,
+        reader: &mut R,
+    ) -> Result<Option<Incoming>, ReadError> {
+        let limit = self.lines.max();
+        loop {
+            match self.lines.next_line(reader).await.map_err(ReadError::Io)? {
+                None => return Ok(None),
+                Some(Line::Whole(line)) => {
+                    if let Some(decoded) = decode(line) {
+                        return decoded.map(Some);
+                    }
+                }
+                Some(Line::Unterminated(_)) => {}
+                Some(Line::TooLong { prefix }) => return over_long(prefix, limit).map(Some),
+            }
         }
     }
 }
 
-/// Decodes one line; `None` for a blank line.
+/// [`Decoder::next`], for callers that keep the decoder beside the reader.
+pub async fn read_incoming<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    decoder: &mut Decoder,
+) -> Result<Option<Incoming>, ReadError> {
+    decoder.next(reader).await
+}
+
+/// Decodes one line (a trailing `\n` and `\r` are ignored); `None` for a blank line.
 pub fn decode(line: &[u8]) -> Option<Result<Incoming, ReadError>> {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line.iter().all(u8::is_ascii_whitespace) {
         return None;
     }
-    let preview = || String::from_utf8_lossy(&line[..line.len().min(200)]).into_owned();
-    Some(match serde_json::from_slice::<serde_json::Value>(line) {
-        Ok(v) if v.is_object() && v.get("type").is_some_and(serde_json::Value::is_string) => {
-            serde_json::from_value(v).map_err(|_| ReadError::Malformed(preview()))
+    Some(serde_json::from_slice(line).map_err(|_| ReadError::Malformed(preview(line))))
+}
+
+/// The event an over-long line stands for, judged by its first bytes (see the module doc).
+fn over_long(prefix: &[u8], limit: usize) -> Result<Incoming, ReadError> {
+    match super::sniff_type(prefix) {
+        Some(kind) if kind != "response" => {
+            tracing::debug!(
+                kind,
+                limit,
+                "skipping the payload of an over-long event line"
+            );
+            Ok(super::event_without_payload(&kind))
         }
-        _ => Err(ReadError::Malformed(preview())),
-    })
+        _ => Err(ReadError::TooLong {
+            limit,
+            preview: preview(prefix),
+        }),
+    }
+}
+
+fn preview(line: &[u8]) -> String {
+    String::from_utf8_lossy(&line[..line.len().min(PREVIEW)]).into_owned()
 }
 
 /// Writes one command as one line and flushes.
@@ -90,59 +159,5 @@ pub async fn write_command<W: AsyncWrite + Unpin>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test(flavor = "current_thread")]
-    async fn splits_on_newline_only_and_strips_cr() {
-        let data = "{\"type\":\"agent_start\"}\r\n\n{\"type\":\"message_end\",\"message\":{\"role\":\"assistant\",\"content\":\"a\u{2028}b\"}}\n{\"type\":\"agent_settled\"}";
-        let mut r = tokio::io::BufReader::new(data.as_bytes());
-        let mut buf = Vec::new();
-        assert!(matches!(
-            read_incoming(&mut r, &mut buf).await,
-            Ok(Some(Incoming::AgentStart))
-        ));
-        let Ok(Some(Incoming::MessageEnd { message })) = read_incoming(&mut r, &mut buf).await
-        else {
-            panic!("expected message_end")
-        };
-        assert_eq!(message.text(), "a\u{2028}b");
-        // The last line has no newline: a truncated write, ignored.
-        assert!(matches!(read_incoming(&mut r, &mut buf).await, Ok(None)));
-    }
-
-    /// A line that arrives in pieces survives the read being cancelled in between.
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_cancelled_read_keeps_the_partial_line() {
-        use tokio::io::AsyncWriteExt;
-        let (mut tx, rx) = tokio::io::duplex(64);
-        let mut reader = tokio::io::BufReader::new(rx);
-        let mut buf = Vec::new();
-        tx.write_all(b"{\"type\":\"agent_").await.unwrap();
-        let first = tokio::time::timeout(
-            std::time::Duration::from_millis(50),
-            read_incoming(&mut reader, &mut buf),
-        )
-        .await;
-        assert!(first.is_err(), "no whole line yet: the read is cancelled");
-        tx.write_all(b"settled\"}\n").await.unwrap();
-        let msg = read_incoming(&mut reader, &mut buf).await.unwrap();
-        assert!(matches!(msg, Some(Incoming::AgentSettled {})), "{msg:?}");
-    }
-
-    #[test]
-    fn malformed_lines_are_errors() {
-        for bad in [
-            "this is not json",
-            "[1,2]",
-            "{\"no_type\":1}",
-            "{\"type\":5}",
-        ] {
-            assert!(
-                matches!(decode(bad.as_bytes()), Some(Err(ReadError::Malformed(_)))),
-                "{bad}"
-            );
-        }
-        assert!(decode(b"   \r\n").is_none());
-    }
-}
+#[path = "codec_tests.rs"]
+mod tests;
