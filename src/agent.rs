@@ -178,12 +178,11 @@ impl Agent {
         codec::read_incoming(&mut self.stdout, &mut self.decoder).await
     }
 
-    /// The next `Warning:` line Pi printed on stderr (pending forever once stderr closed).
-    pub async fn warning(&mut self) -> String {
-        match self.warnings.recv().await {
-            Some(w) => w,
-            None => std::future::pending().await,
-        }
+    /// Pi's `Warning:` lines from stderr, as they come (taken once; later calls get a closed
+    /// channel).
+    pub fn take_warnings(&mut self) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+        let (_, closed) = tokio::sync::mpsc::unbounded_channel();
+        std::mem::replace(&mut self.warnings, closed)
     }
 
     /// Waits for Pi to exit (after its stdout closed), at most `limit`.

@@ -14,7 +14,8 @@ use tokio::sync::{mpsc, watch};
 
 use crate::attach;
 use crate::clock;
-use crate::driver::{self, Job, Report, Session};
+use crate::driver::{self, Job, Session};
+use crate::report::Report;
 use crate::exit::Exit;
 use crate::failover::Config;
 use crate::health::service::HealthHandle;
@@ -125,8 +126,50 @@ fn result_line(spec_id: Option<&Value>, number: usize, report: &Report) -> Value
     v
 }
 
-/// Runs the batch; prints JSONL results on stdout and progress on stderr.
+/// Runs the batch of `args` (reads the job file first, then takes over the signals).
 pub async fn run(
+    inv: &crate::cli::Invocation,
+    args: &crate::cli::BatchArgs,
+    settings: &crate::settings::Settings,
+    health: HealthHandle,
+) -> anyhow::Result<Exit> {
+    use anyhow::Context as _;
+    // Read the jobs before taking over SIGINT/SIGTERM: until then the default action (end the
+    // process) is exactly right, even while waiting on stdin.
+    let input = read_batch_input(&args.file)?;
+    let signals = crate::signals::install().context("cannot install signal handlers")?;
+    let plan = Plan {
+        pi_command: settings.pi_command.clone(),
+        pi_args: inv.pi_args(),
+        config: crate::failover_config(settings, inv, true),
+        timeout: Duration::from_millis(inv.timeout_ms),
+        verbose: inv.verbose,
+        thinking: inv.thinking.clone(),
+        complexity: inv.task_complexity,
+        workers: args.jobs.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(2, std::num::NonZero::get)
+        }),
+    };
+    Ok(run_jobs(&input, plan, health, signals).await)
+}
+
+/// The job file of `--batch` (`-` = stdin), as bytes: a line that is not UTF-8 is reported
+/// on its own, the other jobs still run.
+fn read_batch_input(file: &str) -> anyhow::Result<Vec<u8>> {
+    use anyhow::Context as _;
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let read = if file == "-" {
+        std::io::stdin().lock().read_to_end(&mut bytes).map(|_| ())
+    } else {
+        std::fs::File::open(file).and_then(|mut f| f.read_to_end(&mut bytes).map(|_| ()))
+    };
+    read.with_context(|| format!("cannot read the batch file {file}"))?;
+    Ok(bytes)
+}
+
+/// Runs the jobs; prints JSONL results on stdout and progress on stderr.
+async fn run_jobs(
     input: &[u8],
     plan: Plan,
     health: HealthHandle,
@@ -355,7 +398,9 @@ async fn run_line(
         config: plan.config.clone(),
         verbose: plan.verbose,
         label,
+        in_batch: true,
         thinking,
+        explain: false,
     };
     let mut quiet = StatusLine::disabled();
     // A Pi that dies mid-job is restarted and the job retried once, on the same terms.

@@ -606,8 +606,11 @@ impl Cli {
         if self.no_skills {
             base_args.push("--no-skills".to_string());
         }
+        // Pi 1.6.0 refuses `--provider` without `--model` and 0.84.4 ignores an unknown one;
+        // alone, the runner picks the provider's model itself (see `failover::start`).
+        let forwarded_provider = if model.is_some() { &provider } else { &None };
         for (flag, value) in [
-            ("--provider", &provider),
+            ("--provider", forwarded_provider),
             ("--model", &model),
             ("--thinking", &thinking),
             ("--models", &models),

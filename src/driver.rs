@@ -57,6 +57,7 @@ enum Ended {
 /// One running `pi --mode rpc`.
 pub struct Session {
     agent: Agent,
+    warnings: mpsc::UnboundedReceiver<String>,
     pi_command: OsString,
     pi_args: Vec<String>,
     /// The user's start model, as Pi reported it for the first job; later jobs start from it
@@ -69,9 +70,11 @@ pub struct Session {
 
 impl Session {
     pub fn start(pi_command: &OsString, pi_args: &[String]) -> Result<Session, String> {
-        let agent = Agent::spawn(pi_command, pi_args).map_err(|e| e.to_string())?;
+        let mut agent = Agent::spawn(pi_command, pi_args).map_err(|e| e.to_string())?;
+        let warnings = agent.take_warnings();
         Ok(Session {
             agent,
+            warnings,
             pi_command: pi_command.clone(),
             pi_args: pi_args.to_vec(),
             start_model: None,
@@ -207,7 +210,7 @@ impl Session {
                         machine.handle_health_reloaded(clock::now(), health);
                     }
                 },
-                warning = self.agent.warning() => pi_warning(&warning, &job.label, status),
+                Some(warning) = self.warnings.recv() => pi_warning(&warning, &job.label, status),
                 msg = self.agent.next() => match msg {
                     Ok(Some(msg)) => {
                         self.answered |= matches!(msg, crate::rpc::Incoming::Response(_));

@@ -34,8 +34,10 @@ pub mod registry;
 pub mod report;
 pub mod rpc;
 pub mod runlog;
+mod secrets;
 pub mod settings;
 pub mod signals;
+pub mod single;
 pub mod timefmt;
 
 use std::ffi::OsString;
@@ -70,7 +72,7 @@ pub fn run(args: Vec<OsString>) -> Exit {
             let message = format!("{err:#}");
             output::error_line(&message);
             if inv.json && matches!(inv.mode, cli::Mode::Run | cli::Mode::Explain) {
-                let report = driver::Report::failed(Exit::Error, message);
+                let report = report::Report::failed(Exit::Error, message);
                 let _ = output::stdout_text(&format!("{}\n", output::result_json(&report)));
             }
             Exit::Error
@@ -102,6 +104,7 @@ fn fallible(inv: &cli::Invocation) -> anyhow::Result<Exit> {
         output::error_line(note);
     }
     let settings = settings::load(inv.health_url.as_deref())?;
+    secrets::register(&settings);
     if let Some(w) = &settings.pi_warning {
         output::error_line(w);
     }
@@ -109,88 +112,40 @@ fn fallible(inv: &cli::Invocation) -> anyhow::Result<Exit> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let config = failover::Config {
+    match &inv.mode {
+        cli::Mode::Run | cli::Mode::Explain => {
+            let signals = signals::install().context("cannot install signal handlers")?;
+            let health = health_for(&settings)?;
+            Ok(runtime.block_on(single::run(
+                inv, &settings, prepared, deadline, &health, signals,
+            )))
+        }
+        cli::Mode::Batch(args) => {
+            let health = health_for(&settings)?;
+            runtime.block_on(batch::run(inv, args, &settings, health))
+        }
+        // Management commands keep the default signal actions: nothing to clean up but a
+        // short-lived Pi, which exits when our end of its stdin closes.
+        cli::Mode::Manage(m) => Ok(runtime.block_on(manage::run(m, &settings, inv))),
+    }
+}
+
+/// The failover tunables of this invocation; `wait_default` is the mode's (batch: wait).
+pub fn failover_config(
+    settings: &settings::Settings,
+    inv: &cli::Invocation,
+    wait_default: bool,
+) -> failover::Config {
+    failover::Config {
         first_response: settings.first_response,
         stall: settings.stall,
         round_limit: settings.round_limit,
         cooldown_scale: settings.cooldown_scale,
         models_scope: inv.models_scope.clone(),
-    };
-    match &inv.mode {
-        cli::Mode::Run | cli::Mode::Explain => {}
-        cli::Mode::Batch(args) => {
-            let file = &args.file;
-            // Read the jobs before taking over SIGINT/SIGTERM: until then the default action
-            // (end the process) is exactly right, even while waiting on stdin.
-            let input = read_batch_input(file)?;
-            let signals = signals::install().context("cannot install signal handlers")?;
-            let plan = batch::Plan {
-                pi_command: settings.pi_command.clone(),
-                pi_args: inv.pi_args(),
-                config,
-                timeout,
-                verbose: inv.verbose,
-                thinking: inv.thinking.clone(),
-                complexity: inv.task_complexity,
-                workers: args.jobs.unwrap_or_else(|| {
-                    std::thread::available_parallelism().map_or(2, std::num::NonZero::get)
-                }),
-            };
-            let health = health_for(&settings)?;
-            return Ok(runtime.block_on(batch::run(&input, plan, health, signals)));
-        }
-        // Management commands keep the default signal actions: nothing to clean up but a
-        // short-lived Pi, which exits when our end of its stdin closes.
-        cli::Mode::Manage(m) => {
-            return Ok(runtime.block_on(manage::run(m, &settings, &inv.pi_args(), inv.json)));
-        }
+        provider: inv.provider.clone(),
+        model: inv.model.clone(),
+        wait: inv.wait.unwrap_or(wait_default),
     }
-    let mut signals = signals::install().context("cannot install signal handlers")?;
-    let thinking = job_thinking(
-        inv.thinking.as_deref(),
-        inv.task_complexity,
-        &inv.prompt,
-        &prepared,
-    );
-    let mut pi_args = inv.pi_args();
-    if inv.thinking.is_none()
-        && let Some(level) = &thinking
-    {
-        pi_args.push("--thinking".to_string());
-        pi_args.push(level.clone());
-    }
-    let job = driver::Job {
-        message: prepared.message,
-        images: prepared.images,
-        config,
-        verbose: inv.verbose,
-        label: String::new(),
-        thinking,
-    };
-    let health = health_for(&settings)?;
-    let report = runtime.block_on(driver::run(
-        &settings.pi_command,
-        &pi_args,
-        &job,
-        deadline,
-        &health,
-        &mut signals,
-    ));
-    if let Some(err) = &report.error {
-        output::error_line(err);
-    }
-    let written = if inv.json {
-        output::stdout_text(&format!("{}\n", output::result_json(&report)))
-    } else if let Some(answer) = &report.answer {
-        output::answer(answer)
-    } else {
-        Ok(())
-    };
-    if let Err(e) = written {
-        output::error_line(&format!("cannot write to stdout: {e}"));
-        return Ok(Exit::Error);
-    }
-    Ok(report.exit)
 }
 
 /// The health thread over the state file when there is an agent dir, over process memory
@@ -225,20 +180,6 @@ fn health_for(settings: &settings::Settings) -> anyhow::Result<health::service::
 /// Longest wait for the state-file lock during a run: runs hold it for milliseconds, and past
 /// this the run goes on in memory rather than fall behind.
 const IN_RUN_LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(1000);
-
-/// The job file of `--batch` (`-` = stdin), as bytes: a line that is not UTF-8 is reported
-/// on its own, the other jobs still run.
-fn read_batch_input(file: &str) -> anyhow::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    let read = if file == "-" {
-        std::io::stdin().lock().read_to_end(&mut bytes).map(|_| ())
-    } else {
-        std::fs::File::open(file).and_then(|mut f| f.read_to_end(&mut bytes).map(|_| ()))
-    };
-    read.with_context(|| format!("cannot read the batch file {file}"))?;
-    Ok(bytes)
-}
 
 /// Reads the attachments on a thread of its own, so `--timeout-ms` covers them too (`None`: the
 /// deadline passed first; the process is about to exit, so the reader is simply left behind).

@@ -2,18 +2,16 @@
 //! the shared store. Tables and JSON go to stdout through `output`; problems to stderr.
 
 use std::path::Path;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::agent::{self, Agent};
+use crate::agent;
 use crate::catalog::ModelInfo;
 use crate::clock;
 use crate::exit::Exit;
 use crate::health::store::FileStore as Store;
 use crate::health::{Block, Health, Keys, Record};
 use crate::output;
-use crate::rpc::{Command, Incoming};
 use crate::settings::Settings;
 
 /// Oldest Pi this runner is tested with.
@@ -244,12 +242,9 @@ pub fn reactivate(health: &mut Health, target: &str, models: &[ModelInfo], now_m
 }
 
 /// Runs a management mode. `json` selects JSON output where it applies.
-pub async fn run(
-    mode: &crate::cli::Manage,
-    settings: &Settings,
-    pi_args: &[String],
-    json: bool,
-) -> Exit {
+pub async fn run(mode: &crate::cli::Manage, settings: &Settings, inv: &crate::cli::Invocation) -> Exit {
+    let pi_args = &inv.pi_args();
+    let json = inv.json;
     use crate::cli::{Manage as Mode, Target};
     let Some(dir) = settings.agent_dir.clone() else {
         return fail(

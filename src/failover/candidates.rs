@@ -216,7 +216,7 @@ mod tests {
     struct Round {
         tried: BTreeSet<String>,
         isolated: BTreeSet<String>,
-        avoided: BTreeSet<String>,
+        avoided: std::collections::BTreeMap<String, String>,
         health: Health,
         needs_images: bool,
         larger_context_than: Option<u64>,
@@ -227,7 +227,7 @@ mod tests {
             Round {
                 tried: BTreeSet::new(),
                 isolated: BTreeSet::new(),
-                avoided: BTreeSet::new(),
+                avoided: std::collections::BTreeMap::new(),
                 health: Health::default(),
                 needs_images: false,
                 larger_context_than: None,
@@ -241,6 +241,7 @@ mod tests {
                 avoided_families: &self.avoided,
                 needs_images: self.needs_images,
                 larger_context_than: self.larger_context_than,
+                min_context: 0,
                 health: &self.health,
                 now_ms: 1_000,
                 own_leases: &[],
@@ -410,7 +411,7 @@ mod tests {
             r.rank(&current, &pool),
             ["c/zai-org/GLM-4.6", "b/GLM-4.5", "d/qwen3-coder"]
         );
-        r.avoided.insert("glm".into());
+        r.avoided.insert("glm".into(), String::new());
         assert_eq!(r.rank(&current, &pool), ["d/qwen3-coder"]);
     }
 

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::failover::classify::Scope;
 use crate::health::Record;
 
 struct H {
@@ -23,6 +24,9 @@ fn cfg() -> Config {
         round_limit: Duration::from_millis(60_000),
         cooldown_scale: 1.0,
         models_scope: None,
+        provider: None,
+        model: None,
+        wait: false,
     }
 }
 
@@ -285,10 +289,7 @@ impl H {
         self.log
             .iter()
             .filter_map(|a| match a {
-                Action::Progress {
-                    line,
-                    verbose_only: false,
-                } => Some(line.clone()),
+                Action::Progress { line, note } if note.shown_in_run() => Some(line.clone()),
                 _ => None,
             })
             .collect()
@@ -502,7 +503,9 @@ fn with_no_candidate_pi_keeps_its_own_retry_then_the_run_is_exhausted() {
     h.advance(2000);
     h.fail_settled(err);
     match h.outcome() {
-        Outcome::Exhausted { reason, last_error } => {
+        Outcome::Exhausted {
+            reason, last_error, ..
+        } => {
             assert_eq!(reason, "no healthy candidate left");
             assert!(last_error.unwrap().contains("a/m1: 429"));
         }
@@ -801,6 +804,7 @@ fn a_reused_pi_gets_a_fresh_session_and_the_start_model_back() {
         start_model: Some("a/m1".into()),
         thinking: None,
         id_prefix: String::new(),
+        ..Options::default()
     };
     let mut h = H::with_options(opts);
     let sent = h.initial();

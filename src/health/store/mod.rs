@@ -42,6 +42,26 @@ pub trait HealthStore: Send {
     ) -> Result<Loaded, StoreError>;
 }
 
+/// The password in a health URL (`redis://user:PASSWORD@host`, `unix://:PASSWORD@/path`,
+/// `…?password=PASSWORD`), for masking.
+pub fn url_password(url: &str) -> Option<String> {
+    let (_, rest) = url.split_once("://")?;
+    let query_pw = rest.split_once('?').and_then(|(_, q)| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix("password=").map(str::to_string))
+    });
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    let userinfo_pw = match authority.rsplit_once('@') {
+        Some((userinfo, _)) => userinfo.split_once(':').map(|(_, pw)| pw.to_string()),
+        // `unix://:pw@/path`: the authority is empty and the userinfo precedes the path.
+        None => rest
+            .split_once("@/")
+            .and_then(|(userinfo, _)| userinfo.split_once(':'))
+            .map(|(_, pw)| pw.to_string()),
+    };
+    userinfo_pw.or(query_pw).filter(|p| !p.is_empty())
+}
+
 /// The claim rule every store applies to the breaker record named by `target`.
 pub fn claim_for(health: &Health, target: &str, now_ms: u64) -> Claim {
     match health.target_record(target) {

@@ -1,0 +1,49 @@
+//! The secret values the runner can know, registered for masking before anything is printed:
+//! the values of secret-named environment variables (Pi inherits them), the literal keys in Pi's
+//! `models.json` and `auth.json` (read for masking only: held in memory, never written), and the
+//! password of a Redis health URL.
+
+use crate::settings::Settings;
+
+/// Registers every secret value `settings` can point at with `redact`.
+pub fn register(settings: &Settings) {
+    let mut values = settings.secret_values.clone();
+    if let Some(url) = &settings.health_url
+        && let Some(password) = crate::health::store::url_password(url)
+    {
+        values.push(password);
+    }
+    if let Some(dir) = &settings.agent_dir {
+        // Bounded reads: these files are small; a huge one is not Pi's and is skipped.
+        let read = |name: &str| -> Option<String> {
+            use std::io::Read as _;
+            let mut text = String::new();
+            std::fs::File::open(dir.join(name))
+                .ok()?
+                .take(4 * 1024 * 1024)
+                .read_to_string(&mut text)
+                .ok()?;
+            Some(text)
+        };
+        if let Some(text) = read("models.json") {
+            values.extend(shim::secrets_in_models_json(&text, &|name: &str| {
+                crate::settings::var(name)
+            }));
+        }
+        if let Some(text) = read("auth.json") {
+            values.extend(shim::secrets_in_auth_json(&text));
+        }
+    }
+    shim::add_known_secrets(values);
+}
+
+/// Placeholder until redaction owns known secrets.
+mod shim {
+    pub fn secrets_in_models_json(_: &str, _: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+        Vec::new()
+    }
+    pub fn secrets_in_auth_json(_: &str) -> Vec<String> {
+        Vec::new()
+    }
+    pub fn add_known_secrets(_: Vec<String>) {}
+}
