@@ -23,13 +23,29 @@ _pi__ccswitch__run() {
 
     case "${cmd}" in
         pi__ccswitch__run)
-            opts="-v -p -h -V --timeout-ms --no-tools --no-context-files --provider --model --thinking --models --task-complexity --verbose --json --status --reactivate --disable --reset --doctor --batch --jobs --print --no-session --no-extensions --help --version"
+            opts="-v -p -h -V --timeout-ms --no-tools --no-builtin-tools --tools --exclude-tools --system-prompt --append-system-prompt --no-context-files --no-skills --provider --model --thinking --models --task-complexity --wait --no-wait --verbose --json --explain --health-url --status --reactivate --disable --reset --doctor --batch --jobs --output --resume --shard --print --no-session --no-extensions --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --timeout-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tools)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --exclude-tools)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --system-prompt)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --append-system-prompt)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -53,6 +69,10 @@ _pi__ccswitch__run() {
                     COMPREPLY=($(compgen -W "auto low medium high" -- "${cur}"))
                     return 0
                     ;;
+                --health-url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --reactivate)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -70,6 +90,14 @@ _pi__ccswitch__run() {
                     return 0
                     ;;
                 --jobs)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --shard)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

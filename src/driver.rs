@@ -239,6 +239,14 @@ impl Session {
             }
         };
         status.clear();
+        // Pi writes its start-up warnings before it answers on stdout, but on another pipe:
+        // let the stderr reader catch up, then pass on what is there.
+        for _ in 0..3 {
+            tokio::task::yield_now().await;
+        }
+        while let Ok(warning) = self.warnings.try_recv() {
+            pi_warning(&warning, &job.label, status);
+        }
         if self.start_model.is_none() {
             self.start_model = machine.pi_model().map(ModelInfo::key);
         }

@@ -41,7 +41,10 @@ impl Drop for LockGuard {
 /// Why a lock was not taken.
 #[derive(Debug)]
 pub enum LockError {
-    /// Opening or locking failed (a symlink in the way shows up here, see [`is_symlink_error`]).
+    /// The lock file could not be opened (a symlink in the way shows up here, see
+    /// [`is_symlink_error`]).
+    Open(io::Error),
+    /// Locking failed.
     Io(io::Error),
     /// Someone else held it for longer than we were willing to wait.
     Timeout,
@@ -72,7 +75,7 @@ pub fn lock_path(path: &Path, wait: Duration) -> Result<LockGuard, LockError> {
             .truncate(false),
         path,
     )
-    .map_err(LockError::Io)?;
+    .map_err(LockError::Open)?;
     lock_file(file, wait)
 }
 
@@ -126,8 +129,8 @@ mod tests {
         let link = dir.path().join("x.lock");
         std::os::unix::fs::symlink(&target, &link).unwrap();
         let err = lock_path(&link, Duration::ZERO).unwrap_err();
-        let LockError::Io(e) = err else {
-            panic!("not an io error")
+        let LockError::Open(e) = err else {
+            panic!("not an open error")
         };
         assert!(is_symlink_error(&e), "{e}");
         assert!(

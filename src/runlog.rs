@@ -88,7 +88,7 @@ impl RunLog {
         let lock = self.dir.join(ROTATE_LOCK_FILE);
         let _guard = match lockfile::lock_path(&lock, ROTATE_LOCK_WAIT) {
             Ok(g) => g,
-            Err(LockError::Io(e)) if lockfile::is_symlink_error(&e) => {
+            Err(LockError::Open(e)) if lockfile::is_symlink_error(&e) => {
                 return Err(LogError::Symlink(lock));
             }
             // Someone else is busy; the log just grows a little past the limit this time.

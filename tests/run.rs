@@ -200,7 +200,8 @@ fn provider_error_without_fallback_is_exit_1_redacted(v: &str) {
 
 fn pi_stderr_never_reaches_stdout(v: &str) {
     let env = TestEnv::new(v, &providers());
-    // An unknown model id with a known provider makes Pi warn on stderr, then send that id.
+    // An unknown model id with a known provider makes Pi warn on stderr and go on with that id
+    // as a custom one; the runner refuses it (issue 15) and passes Pi's warning on — on stderr.
     let out = env.run([
         "--no-tools",
         "--provider",
@@ -209,9 +210,11 @@ fn pi_stderr_never_reaches_stdout(v: &str) {
         "no-such-id",
         "hi",
     ]);
-    out.assert_success();
-    assert_eq!(out.stdout, "Hello from the fake LLM.\n", "{}", out.dump());
-    assert!(!out.stdout.contains("Warning"), "{}", out.dump());
+    out.assert_code(2)
+        .assert_stdout_empty()
+        .assert_stderr_contains("Pi: Warning: Model \"no-such-id\" not found")
+        .assert_stderr_contains("unknown model 'no-such-id'");
+    assert!(env.llm.requests().is_empty(), "nothing was sent");
 }
 
 fn only_the_final_answer_after_tool_turns(v: &str) {
@@ -281,9 +284,12 @@ fn json_schema_is_pinned() {
             "elapsed_ms",
             "error",
             "exit_code",
+            "failed_usage",
             "model",
             "ok",
-            "switches"
+            "retry",
+            "switches",
+            "usage"
         ]
     );
     assert_eq!(v["ok"], true);
@@ -314,7 +320,8 @@ fn json_schema_is_pinned() {
                 "marker",
                 "model",
                 "ok",
-                "scope"
+                "scope",
+                "usage"
             ]
         );
     }

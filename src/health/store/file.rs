@@ -247,7 +247,8 @@ impl FileStore {
     fn lock(&self, wait: Duration) -> Result<LockGuard, StoreError> {
         let path = self.lock_path();
         lockfile::lock_path(&path, wait).map_err(|e| match e {
-            LockError::Io(e) if lockfile::is_symlink_error(&e) => StoreError::Symlink { path },
+            LockError::Open(e) if lockfile::is_symlink_error(&e) => StoreError::Symlink { path },
+            LockError::Open(e) => io_err("open lock file", &path)(e),
             LockError::Io(e) => io_err("lock", &path)(e),
             LockError::Timeout => StoreError::LockTimeout { path, waited: wait },
         })
