@@ -15,11 +15,11 @@ use tokio::sync::{mpsc, watch};
 use crate::attach;
 use crate::clock;
 use crate::driver::{self, Job, Session};
-use crate::report::Report;
 use crate::exit::Exit;
 use crate::failover::Config;
 use crate::health::service::HealthHandle;
 use crate::output::{self, StatusLine};
+use crate::report::Report;
 use crate::signals::Interrupt;
 
 /// One input line, as written.

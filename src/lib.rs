@@ -151,23 +151,14 @@ pub fn failover_config(
 /// The health thread over the state file when there is an agent dir, over process memory
 /// otherwise.
 fn health_for(settings: &settings::Settings) -> anyhow::Result<health::service::HealthHandle> {
-    use health::store::{FileStore, HealthStore, Memory};
-    let (store, log): (Box<dyn HealthStore>, _) = match &settings.agent_dir {
-        Some(dir) => (
-            Box::new(
-                FileStore::open(dir)
-                    .with_lock_wait(IN_RUN_LOCK_WAIT)
-                    .with_cooldown_scale(settings.cooldown_scale),
-            ),
-            Some(runlog::RunLog::new(dir)),
-        ),
-        None => {
-            output::error_line(
-                "warning: no agent directory (set PI_CODING_AGENT_DIR or HOME); health is not shared",
-            );
-            (Box::new(Memory::new(settings.cooldown_scale)), None)
-        }
-    };
+    if settings.agent_dir.is_none() && settings.health_url.is_none() {
+        output::error_line(
+            "warning: no agent directory (set PI_CODING_AGENT_DIR or HOME); health is not shared",
+        );
+    }
+    let store = health::store::open(settings, IN_RUN_LOCK_WAIT).map_err(anyhow::Error::msg)?;
+    // The run log stays a local file, whatever the store.
+    let log = settings.agent_dir.as_deref().map(runlog::RunLog::new);
     health::service::HealthHandle::start(
         store,
         settings.cooldown_scale,

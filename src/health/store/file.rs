@@ -29,7 +29,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Claim, HealthStore, Loaded, StoreError, Warning, claim_for, io_err};
+use super::{Check, Claim, HealthStore, Loaded, StoreError, Warning, claim_for, io_err};
 use crate::health::{Delta, Health, Record, SwitchEntry};
 use crate::lockfile::{self, LockError, LockGuard};
 use crate::redact::{redact, redact_capped};
@@ -363,6 +363,58 @@ impl HealthStore for FileStore {
         edit: &mut dyn FnMut(&mut Health),
     ) -> Result<Loaded, StoreError> {
         FileStore::update(self, now_ms, edit)
+    }
+
+    fn diagnose(&mut self, now_ms: u64) -> Vec<Check> {
+        let lock = self.lock_path();
+        let lock_check = match lockfile::lock_path(&lock, Duration::ZERO) {
+            Ok(_guard) => Check::new("state lock", true, format!("{} (usable)", lock.display())),
+            Err(LockError::Timeout) => Check::new(
+                "state lock",
+                true,
+                format!("{} (held by another run right now)", lock.display()),
+            ),
+            Err(LockError::Open(e)) if lockfile::is_symlink_error(&e) => Check::new(
+                "state lock",
+                false,
+                format!("{} is a symlink; refusing to use it", lock.display()),
+            ),
+            Err(LockError::Open(e) | LockError::Io(e)) => Check::new(
+                "state lock",
+                false,
+                format!(
+                    "cannot open or lock {}: {e} (health would not be shared)",
+                    lock.display()
+                ),
+            ),
+        };
+        let state = self.state_path();
+        let state_check = match FileStore::load(self, now_ms) {
+            Ok(l) if l.warnings.is_empty() => Check::new(
+                "state file",
+                true,
+                format!(
+                    "{} ({})",
+                    state.display(),
+                    if state.exists() {
+                        "ok"
+                    } else {
+                        "not created yet"
+                    }
+                ),
+            ),
+            Ok(l) => Check::new(
+                "state file",
+                false,
+                l.warnings
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ),
+            Err(e) => Check::new("state file", false, e.to_string()),
+        };
+        vec![lock_check, state_check]
     }
 }
 

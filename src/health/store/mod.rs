@@ -40,6 +40,48 @@ pub trait HealthStore: Send {
         now_ms: u64,
         edit: &mut dyn FnMut(&mut Health),
     ) -> Result<Loaded, StoreError>;
+    /// `--doctor`'s checks of this store (reachable, writable, readable).
+    fn diagnose(&mut self, now_ms: u64) -> Vec<Check>;
+}
+
+/// One line of `--doctor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    pub name: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+impl Check {
+    pub fn new(name: &str, ok: bool, detail: impl Into<String>) -> Check {
+        Check {
+            name: name.to_string(),
+            ok,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// The store a run or a management command uses: Redis when a health URL is set, else the
+/// state file in the agent dir, else process memory.
+pub fn open(
+    settings: &crate::settings::Settings,
+    lock_wait: Duration,
+) -> Result<Box<dyn HealthStore>, String> {
+    if let Some(url) = &settings.health_url {
+        return Err(format!(
+            "Redis health stores are not supported by this build yet ({})",
+            crate::redact::redact(url)
+        ));
+    }
+    Ok(match &settings.agent_dir {
+        Some(dir) => Box::new(
+            FileStore::open(dir)
+                .with_lock_wait(lock_wait)
+                .with_cooldown_scale(settings.cooldown_scale),
+        ),
+        None => Box::new(Memory::new(settings.cooldown_scale)),
+    })
 }
 
 /// The password in a health URL (`redis://user:PASSWORD@host`, `unix://:PASSWORD@/path`,
@@ -133,6 +175,14 @@ impl HealthStore for Memory {
     ) -> Result<Loaded, StoreError> {
         edit(&mut self.health);
         Ok(self.loaded())
+    }
+
+    fn diagnose(&mut self, _now_ms: u64) -> Vec<Check> {
+        vec![Check::new(
+            "health store",
+            false,
+            "memory only: no agent directory (set PI_CODING_AGENT_DIR or HOME)",
+        )]
     }
 }
 
