@@ -248,7 +248,7 @@ impl Session {
             pi_warning(&warning, &job.label, status);
         }
         if self.start_model.is_none() {
-            self.start_model = machine.pi_model().map(ModelInfo::key);
+            self.start_model = machine.start_model().map(str::to_string);
         }
         let elapsed_ms = ms_since(start.instant);
         let mut report = self.report(ended, interrupted, &machine, elapsed_ms).await;

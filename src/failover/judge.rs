@@ -239,11 +239,11 @@ impl Machine {
                     && self.attempts.is_empty()
                     && self.static_candidates().is_empty()
                 {
-                    "no healthy image-capable model available for a request with images".to_string()
+                    NO_IMAGE_MODEL
                 } else {
-                    NO_CANDIDATE.to_string()
+                    NO_CANDIDATE
                 };
-                self.exhaust(now, reason);
+                self.exhaust(now, reason.to_string());
             }
         }
     }
@@ -367,7 +367,7 @@ impl Machine {
     }
 
     fn retry_hint(&self, now: Now, reason: &str) -> RetryHint {
-        if reason != NO_CANDIDATE {
+        if reason != NO_CANDIDATE && reason != NO_IMAGE_MODEL {
             // The round window ran out while providers kept failing: an outage, by definition
             // temporary.
             return RetryHint {
@@ -458,6 +458,8 @@ impl Machine {
 
 /// The exhaustion reason that waiting may cure.
 pub(super) const NO_CANDIDATE: &str = "no healthy candidate left";
+/// Nothing can take the request's images.
+const NO_IMAGE_MODEL: &str = "no healthy image-capable model available for a request with images";
 
 /// The causes with what to do about them.
 fn advice(causes: &[String]) -> String {

@@ -370,6 +370,8 @@ pub struct Machine {
     pub(super) images: Vec<ImageContent>,
     pub(super) phase: Phase,
     pub(super) current: Option<ModelInfo>,
+    /// The model this run started from (after `--provider` and a batch's start model applied).
+    pub(super) start_key: Option<String>,
     /// The start model differs from Pi's current one: the first dispatch must set it.
     pub(super) pending_set: bool,
     pub(super) thinking_sent: bool,
@@ -428,6 +430,7 @@ impl Machine {
             images,
             phase: Phase::Starting,
             current: None,
+            start_key: None,
             pending_set: false,
             thinking_sent: false,
             pending_switch: None,
@@ -523,6 +526,17 @@ impl Machine {
     /// The model Pi was on when this run started (before any switch).
     pub fn pi_model(&self) -> Option<&ModelInfo> {
         self.pi.pi_model.as_ref()
+    }
+
+    /// The model this run chose to start from (`provider/id`): the next job on the same Pi
+    /// starts from it again.
+    pub fn start_model(&self) -> Option<&str> {
+        self.start_key.as_deref()
+    }
+
+    /// Every model Pi said it can use (for pruning health records of models it no longer lists).
+    pub fn registry(&self) -> &[ModelInfo] {
+        &self.pi.registry
     }
 
     /// Models tried this run, in the order they failed.

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::failover::classify::Scope;
+use crate::failover::machine::WAIT_POLL;
 use crate::health::Record;
 
 struct H {
@@ -1206,4 +1207,356 @@ fn without_a_requested_level_the_start_models_level_follows_switches() {
         "{:?}",
         h.commands()
     );
+}
+
+// ----- issue 15: the user's scope, provider and model are checked against Pi's registry -----
+
+fn cfg_with(f: impl FnOnce(&mut Config)) -> Config {
+    let mut c = cfg();
+    f(&mut c);
+    c
+}
+
+fn notes(h: &mut H, kind: Note) -> Vec<String> {
+    h.drain();
+    h.log
+        .iter()
+        .filter_map(|a| match a {
+            Action::Progress { line, note } if *note == kind => Some(line.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_scope_that_selects_nothing_stops_before_sending_and_names_the_closest() {
+    let c = cfg_with(|c| c.models_scope = Some("zhipu/*".into()));
+    let mut h = H::with(c, Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    assert!(sent.is_empty(), "nothing is sent: {sent:?}");
+    let Outcome::Setup(msg) = h.outcome() else {
+        panic!("{:?}", h.outcome())
+    };
+    assert!(msg.starts_with("--models 'zhipu/*' selects none"), "{msg}");
+    assert!(msg.contains("a/m1, a/m2, b/m1, c/vision"), "{msg}");
+    assert_eq!(h.commands(), ["get_state", "get_available_models"]);
+}
+
+#[test]
+fn a_pattern_that_matches_nothing_is_warned_about_and_the_rest_is_used() {
+    let c = cfg_with(|c| c.models_scope = Some("a/*,qwen/*".into()));
+    let mut h = H::with(c, Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    assert_eq!(
+        notes(&mut h, Note::Warning),
+        ["warning: --models pattern 'qwen/*' matches none of Pi's available models"]
+    );
+    h.fail_settled(Q402);
+    // Inside the scope only a's models remain, and a's provider breaker is open.
+    assert!(matches!(h.outcome(), Outcome::Exhausted { .. }));
+}
+
+#[test]
+fn an_unknown_provider_is_a_setup_error_listing_the_known_ones() {
+    let c = cfg_with(|c| c.provider = Some("zhipu".into()));
+    let mut h = H::with(c, Health::default(), vec![]);
+    h.start(model("a", "m1", false, 128_000), pool());
+    let Outcome::Setup(msg) = h.outcome() else {
+        panic!("{:?}", h.outcome())
+    };
+    assert_eq!(
+        msg,
+        "unknown provider 'zhipu': no available model has it; providers with available \
+         models: a, b, c"
+    );
+}
+
+#[test]
+fn a_provider_alone_starts_from_its_first_model() {
+    let c = cfg_with(|c| c.provider = Some("b".into()));
+    let mut h = H::with(c, Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    assert_eq!(
+        sent[0].1,
+        Command::SetModel {
+            provider: "b".into(),
+            model_id: "m1".into()
+        }
+    );
+}
+
+#[test]
+fn an_unknown_start_model_is_a_setup_error_with_the_closest_models() {
+    let c = cfg_with(|c| c.model = Some("a/m9".into()));
+    let mut h = H::with(c, Health::default(), vec![]);
+    h.start(model("a", "m9", false, 128_000), pool());
+    let Outcome::Setup(msg) = h.outcome() else {
+        panic!("{:?}", h.outcome())
+    };
+    assert!(
+        msg.starts_with("unknown model 'a/m9': Pi would send 'm9' to a as a custom model id"),
+        "{msg}"
+    );
+    assert!(msg.contains("closest available: a/m1, a/m2"), "{msg}");
+}
+
+#[test]
+fn no_usable_model_at_all_is_a_setup_error() {
+    let mut h = H::new(Health::default(), vec![]);
+    h.start(json!({"provider": "unknown", "id": "unknown"}), vec![]);
+    assert!(matches!(h.outcome(), Outcome::Setup(m) if m.starts_with("Pi has no usable model")));
+}
+
+// ----- issue 15: waiting for a breaker to reopen; issue 13: retry hints ---------------------
+
+fn cooling(h: &mut Health, provider: &str, class: FailureClass, at: u64) {
+    h.apply(
+        &Delta::Failure {
+            at,
+            key: provider.into(),
+            scope: Scope::Provider,
+            class,
+            error: "x".into(),
+        },
+        1.0,
+    );
+}
+
+fn two_providers() -> Vec<Value> {
+    vec![
+        model("a", "m1", false, 128_000),
+        model("b", "m1", false, 128_000),
+    ]
+}
+
+#[test]
+fn with_waiting_a_run_waits_for_the_first_breaker_to_reopen_then_resumes() {
+    let mut health = Health::default();
+    let t0 = 10_000_000;
+    cooling(&mut health, "a", FailureClass::Quota, t0 - 1000);
+    cooling(&mut health, "b", FailureClass::RateLimit, t0 - 1000);
+    let c = cfg_with(|c| c.wait = true);
+    let base = crate::clock::now().instant;
+    let mut h = H::from_machine(Machine::with_options(
+        c,
+        health.clone(),
+        "Summarise.".into(),
+        vec![],
+        Options {
+            deadline: Some(base + Duration::from_secs(3600)),
+            ..Options::default()
+        },
+    ));
+    h.base = base;
+    let sent = h.start(model("a", "m1", false, 128_000), two_providers());
+    assert!(sent.is_empty());
+    let waits = notes(&mut h, Note::Wait);
+    assert_eq!(
+        waits,
+        [
+            "every candidate is cooling down; waiting 4m59s for provider b (rate_limit) to reopen (b/m1)"
+        ]
+    );
+    assert!(h.m.outcome().is_none(), "still waiting");
+    // Every second it re-reads health; nothing changed yet.
+    let next = h.m.poll_deadline().expect("a check is due");
+    assert_eq!(next, h.now().instant + WAIT_POLL);
+    h.advance(1000);
+    h.m.handle_timeout(h.now());
+    assert!(h.drain().contains(&Action::ReloadHealth));
+    h.m.handle_health_reloaded(h.now(), health.clone());
+    assert!(h.m.outcome().is_none());
+    assert_eq!(notes(&mut h, Note::Wait).len(), 1, "one line per wait");
+    // The rate limit ends: b is probed (lease claimed), then used.
+    h.advance(300_000);
+    h.m.handle_timeout(h.now());
+    h.m.handle_health_reloaded(h.now(), health);
+    let sent = h.sent();
+    assert_eq!(
+        sent[0].1,
+        Command::SetModel {
+            provider: "b".into(),
+            model_id: "m1".into()
+        }
+    );
+}
+
+#[test]
+fn without_waiting_or_past_the_deadline_the_run_ends_with_a_retry_hint() {
+    let mut health = Health::default();
+    let t0 = 10_000_000;
+    cooling(&mut health, "a", FailureClass::Quota, t0 - 1000);
+    cooling(&mut health, "b", FailureClass::RateLimit, t0 - 1000);
+    for (wait, deadline_s) in [(false, 3600), (true, 60)] {
+        let c = cfg_with(|c| c.wait = wait);
+        let base = crate::clock::now().instant;
+        let mut h = H::from_machine(Machine::with_options(
+            c,
+            health.clone(),
+            "Summarise.".into(),
+            vec![],
+            Options {
+                deadline: Some(base + Duration::from_secs(deadline_s)),
+                ..Options::default()
+            },
+        ));
+        h.base = base;
+        h.start(model("a", "m1", false, 128_000), two_providers());
+        let Outcome::Exhausted { retry, .. } = h.outcome() else {
+            panic!("{:?}", h.outcome())
+        };
+        assert!(retry.could_help, "{retry:?}");
+        assert_eq!(retry.retry_after_ms, Some(299_000));
+        assert_eq!(
+            retry.reason,
+            "retrying later could help: b/m1 is usable again in 4m59s"
+        );
+    }
+}
+
+#[test]
+fn auth_and_quota_everywhere_say_a_retry_will_not_help() {
+    let mut health = Health::default();
+    cooling(&mut health, "a", FailureClass::Quota, 9_999_000);
+    cooling(&mut health, "b", FailureClass::Auth, 9_999_000);
+    let mut h = H::new(health, vec![]);
+    h.start(model("a", "m1", false, 128_000), two_providers());
+    let Outcome::Exhausted { retry, .. } = h.outcome() else {
+        panic!("{:?}", h.outcome())
+    };
+    assert!(!retry.could_help);
+    assert_eq!(retry.retry_after_ms, None);
+    assert_eq!(
+        retry.reason,
+        "retrying will not help until the cause is fixed: provider a (quota), provider b \
+         (auth) — check the API keys; top up or raise the quota"
+    );
+}
+
+#[test]
+fn no_image_capable_model_says_a_retry_will_not_help() {
+    let img = ImageContent::new("AAAA".into(), "image/png");
+    let mut h = H::new(Health::default(), vec![img]);
+    h.start(model("a", "m1", false, 128_000), two_providers());
+    let Outcome::Exhausted { reason, retry, .. } = h.outcome() else {
+        panic!("{:?}", h.outcome())
+    };
+    assert_eq!(
+        reason,
+        "no healthy image-capable model available for a request with images"
+    );
+    assert!(!retry.could_help);
+    assert!(
+        retry.reason.starts_with("no model that accepts images"),
+        "{retry:?}"
+    );
+}
+
+// ----- batch noise: breakers opening and closing are their own notes ------------------------
+
+#[test]
+fn a_breaker_opening_and_closing_are_noted_once() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.fail_settled(Q402);
+    let sent = h.sent();
+    h.complete_redispatch(sent);
+    h.answer("ok");
+    assert_eq!(
+        notes(&mut h, Note::Breaker),
+        ["breaker open: provider a (quota) for 30m00s"]
+    );
+    // A probe that succeeds closes what was open.
+    let mut health = Health::default();
+    cooling(&mut health, "a", FailureClass::RateLimit, 1);
+    let mut h = H::new(health, vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.answer("ok");
+    assert_eq!(
+        notes(&mut h, Note::Breaker),
+        ["breaker closed: provider a (answered)"]
+    );
+}
+
+// ----- issue 11: usage per attempt ----------------------------------------------------------
+
+#[test]
+fn usage_is_kept_per_attempt() {
+    let mut h = H::new(Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.event(
+        json!({"type": "message_end", "message": {"role": "assistant", "content": [],
+        "stopReason": "error", "errorMessage": Q402,
+        "usage": {"input": 10, "output": 0, "totalTokens": 10, "cost": {"total": 0.5}}}}),
+    );
+    h.settle();
+    let sent = h.sent();
+    h.complete_redispatch(sent);
+    h.event(
+        json!({"type": "message_end", "message": {"role": "assistant",
+        "content": [{"type": "text", "text": "hi"}], "stopReason": "stop",
+        "usage": {"input": 11, "output": 7, "cacheRead": 2, "totalTokens": 20,
+                  "cost": {"input": 0.1, "output": 0.2, "total": 0.3}}}}),
+    );
+    h.settle();
+    let a = h.m.attempts();
+    assert_eq!((a[0].usage.input, a[0].usage.cost), (10, 0.5));
+    assert_eq!(
+        (
+            a[1].usage.input,
+            a[1].usage.output,
+            a[1].usage.cache_read,
+            a[1].usage.total_tokens
+        ),
+        (11, 7, 2, 20)
+    );
+    assert!((a[1].usage.cost - 0.3).abs() < 1e-12);
+}
+
+// ----- issue 13: --explain -------------------------------------------------------------------
+
+#[test]
+fn explain_ranks_and_excludes_without_sending_anything() {
+    let mut health = Health::default();
+    cooling(&mut health, "b", FailureClass::RateLimit, 9_999_000);
+    health.models.entry("a/m2".into()).or_default().disabled = true;
+    let c = cfg_with(|c| c.models_scope = Some("a/*,b/*".into()));
+    let opts = Options {
+        explain: true,
+        ..Options::default()
+    };
+    let mut h = H::from_machine(Machine::with_options(
+        c,
+        health,
+        "Summarise.".into(),
+        vec![],
+        opts,
+    ));
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    assert!(sent.is_empty());
+    let Outcome::Explained(e) = h.outcome() else {
+        panic!("{:?}", h.outcome())
+    };
+    assert_eq!(e.start_model, "a/m1");
+    assert_eq!(e.start_skipped, None);
+    let order: Vec<&str> = e.candidates.iter().map(|c| c.model.as_str()).collect();
+    assert_eq!(order, ["a/m1"]);
+    let excluded: Vec<(&str, &str)> = e
+        .excluded
+        .iter()
+        .map(|x| (x.model.as_str(), x.code))
+        .collect();
+    assert_eq!(
+        excluded,
+        [
+            ("a/m2", "disabled"),
+            ("b/m1", "breaker_open"),
+            ("c/vision", "outside_models")
+        ]
+    );
+    assert_eq!(h.commands(), ["get_state", "get_available_models"]);
 }

@@ -42,6 +42,26 @@ impl Machine {
                 "Pi reported no current model (check models.json and credentials)".to_string(),
             ));
         };
+        // `--provider P` alone (Pi is not told: 1.6.0 refuses it without `--model`): start from
+        // P's model, the one Pi would default to if it is P's, else P's first in the pool.
+        let current = match (&self.cfg.provider, &self.cfg.model) {
+            (Some(p), None) if current.provider != *p && self.opts.start_model.is_none() => {
+                match self
+                    .pi
+                    .pool
+                    .iter()
+                    .chain(self.pi.registry.iter())
+                    .find(|m| m.provider == *p)
+                {
+                    Some(m) => {
+                        self.pending_set = true;
+                        m.clone()
+                    }
+                    None => current,
+                }
+            }
+            _ => current,
+        };
         let current = match &self.opts.start_model {
             Some(key) if *key != current.key() => {
                 match self.pi.pool.iter().find(|m| &m.key() == key) {
@@ -55,6 +75,7 @@ impl Machine {
             _ => current,
         };
         self.current = Some(current.clone());
+        self.start_key = Some(current.key());
         if current.provider == "unknown" && current.id == "unknown" {
             // Pi's placeholder for "no usable model at all": nothing can work.
             return self.finish(Outcome::Setup(
