@@ -401,7 +401,7 @@ impl Session {
             .ok()?;
         let keys: Vec<String> = known.iter().map(ModelInfo::key).collect();
         let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let mut shown = crate::catalog::suggest::closest(&wanted, &refs, 5);
+        let mut shown = crate::catalog::suggest::closest_models(&wanted, &refs, 5);
         for k in &refs {
             if shown.len() >= 12 {
                 break;

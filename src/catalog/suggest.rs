@@ -50,6 +50,27 @@ pub fn closest<'a>(query: &str, names: &[&'a str], limit: usize) -> Vec<&'a str>
         .collect()
 }
 
+/// The `provider/id` keys closest to `query`: a query with a provider part is compared with
+/// whole keys, a bare id with the ids (every provider serving a close id is offered).
+pub fn closest_models<'a>(query: &str, keys: &[&'a str], limit: usize) -> Vec<&'a str> {
+    if query.contains('/') {
+        return closest(query, keys, limit);
+    }
+    let ids: Vec<&str> = keys
+        .iter()
+        .map(|k| k.split_once('/').map_or(*k, |(_, id)| id))
+        .collect();
+    let mut out = Vec::new();
+    for id in closest(query, &ids, limit) {
+        for (k, i) in keys.iter().zip(&ids) {
+            if *i == id && !out.contains(k) && out.len() < limit {
+                out.push(*k);
+            }
+        }
+    }
+    out
+}
+
 /// The first [`MAX_CHARS`] characters, each lower-cased one-to-one.
 fn folded(s: &str) -> Vec<char> {
     s.chars()

@@ -7,7 +7,7 @@ use super::explain::{self, Explanation, Ranked};
 use super::machine::{Machine, Note, Outcome, Phase, Redispatch, SwitchReason};
 use crate::catalog::ModelInfo;
 use crate::catalog::scope::resolve_scope;
-use crate::catalog::suggest::closest;
+use crate::catalog::suggest::{closest, closest_models};
 use crate::clock::Now;
 use crate::failover::classify::FailureClass;
 use crate::health::Block;
@@ -163,7 +163,7 @@ impl Machine {
                  closest available: {}",
                 pi_model.id,
                 pi_model.provider,
-                listing(&closest_first(wanted, &key_refs))
+                listing(&closest_first_models(wanted, &key_refs))
             ));
         }
         Ok(())
@@ -284,6 +284,17 @@ fn closest_first<'a>(query: &str, names: &[&'a str]) -> Vec<&'a str> {
     for n in names {
         if !out.contains(n) {
             out.push(n);
+        }
+    }
+    out
+}
+
+/// The models closest to `query` first, then the rest in their order.
+fn closest_first_models<'a>(query: &str, keys: &[&'a str]) -> Vec<&'a str> {
+    let mut out = closest_models(query, keys, SUGGESTIONS);
+    for k in keys {
+        if !out.contains(k) {
+            out.push(k);
         }
     }
     out
