@@ -34,7 +34,62 @@ Exit codes:
   1    failover exhausted: no healthy candidate left, or the round window ran out
   2    usage, attachment, configuration or Pi/RPC error
   124  the --timeout-ms deadline passed
-  130  interrupted by SIGINT (143: SIGTERM)";
+  130  interrupted by SIGINT
+  143  terminated by SIGTERM or SIGHUP";
+
+/// The environment variables the runner reads (for the man page; `--help` lists the same).
+pub const ENVIRONMENT: [(&str, &str); 8] = [
+    ("PI_BIN", "the real `pi` executable (default: `pi` on PATH)"),
+    (
+        "PI_CODING_AGENT_DIR",
+        "Pi's agent directory (default: ~/.pi/agent); health state and the run log live here",
+    ),
+    (
+        "CCSWITCH_HEALTH_URL",
+        "share health through Redis: redis://[user:password@]host[:port][/db], rediss://… (TLS) \
+         or unix:///path/redis.sock (--health-url wins)",
+    ),
+    (
+        "CCSWITCH_HEALTH_PREFIX",
+        "key prefix in Redis (default pi-ccswitch-run:)",
+    ),
+    (
+        "CCSWITCH_ROUND_LIMIT_MS",
+        "failover round window in milliseconds (default 480000)",
+    ),
+    (
+        "CCSWITCH_FIRST_RESPONSE_MS",
+        "watchdog: no first response from the model (default 90000)",
+    ),
+    (
+        "CCSWITCH_STALL_MS",
+        "watchdog: no stream progress (default 120000)",
+    ),
+    (
+        "CCSWITCH_COOLDOWN_SCALE",
+        "multiply every breaker cooldown by this factor, 0-1 (default 1)",
+    ),
+];
+
+/// The files the runner reads and writes in the agent dir (for the man page).
+pub const FILES: [(&str, &str); 4] = [
+    (
+        "$PI_CODING_AGENT_DIR/pi-ccswitch-run-state.json",
+        "breaker health shared by every run on the machine (schema 1, atomic replace)",
+    ),
+    (
+        "$PI_CODING_AGENT_DIR/pi-ccswitch-run-state.lock",
+        "the advisory lock guarding it",
+    ),
+    (
+        "$PI_CODING_AGENT_DIR/pi-ccswitch-run.log",
+        "one redacted line per failure and switch (rotated at 512 KiB, 3 kept)",
+    ),
+    (
+        "$PI_CODING_AGENT_DIR/models.json, auth.json",
+        "Pi's own files; read only to learn the secret values to mask, never written",
+    ),
+];
 
 /// Runs a prompt through `pi --mode rpc` and fails over to a healthy model when a provider
 /// fails. Prints only the final answer on stdout.

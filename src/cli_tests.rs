@@ -410,3 +410,11 @@ fn explain_wait_and_health_url() {
         Some(Complexity::High)
     );
 }
+
+#[test]
+fn help_lists_every_environment_variable() {
+    let help = command().render_help().to_string();
+    for (name, _) in ENVIRONMENT {
+        assert!(help.contains(name), "--help lacks {name}");
+    }
+}

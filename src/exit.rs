@@ -18,6 +18,30 @@ pub enum Exit {
 }
 
 impl Exit {
+    /// Every exit, in table order.
+    pub const ALL: [Exit; 6] = [
+        Exit::Success,
+        Exit::Exhausted,
+        Exit::Error,
+        Exit::Timeout,
+        Exit::Interrupted,
+        Exit::Terminated,
+    ];
+
+    /// What the code means, as `--help`, the man page and README say it.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Exit::Success => "success: a model gave a complete answer (or --help/--version)",
+            Exit::Exhausted => {
+                "failover exhausted: no healthy candidate left, or the round window ran out"
+            }
+            Exit::Error => "usage, attachment, configuration or Pi/RPC error",
+            Exit::Timeout => "the --timeout-ms deadline passed",
+            Exit::Interrupted => "interrupted by SIGINT",
+            Exit::Terminated => "terminated by SIGTERM or SIGHUP",
+        }
+    }
+
     pub fn code(self) -> u8 {
         match self {
             Exit::Success => 0,
@@ -33,6 +57,27 @@ impl Exit {
 #[cfg(test)]
 mod tests {
     use super::Exit;
+
+    /// `--help` repeats the table: every code with its meaning.
+    #[test]
+    fn help_lists_every_exit_code() {
+        let help = crate::cli::command().render_help().to_string();
+        for exit in Exit::ALL {
+            let code = exit.code();
+            assert!(
+                help.lines()
+                    .any(|l| l.trim_start().starts_with(&format!("{code} "))),
+                "--help lacks exit code {code}:\n{help}"
+            );
+        }
+        for exit in [Exit::Success, Exit::Exhausted, Exit::Error, Exit::Timeout] {
+            assert!(
+                help.contains(exit.meaning()),
+                "--help lacks {:?}",
+                exit.meaning()
+            );
+        }
+    }
 
     #[test]
     fn codes_match_the_documented_table() {
