@@ -38,15 +38,25 @@ pub(super) fn decode(
     {
         return Err(ImageError::TooLarge {
             format,
-            detail: format!(
-                "{width}x{height}, {:.1} megapixels",
-                (u64::from(width) * u64::from(height)) as f64 / 1e6
-            ),
+            detail: size_detail(width, height),
+        });
+    }
+    // A GIF's logical screen may be 0 wide; nothing can be sent (or re-encoded) from that.
+    if width == 0 || height == 0 {
+        return Err(ImageError::Corrupt {
+            format,
+            detail: format!("no pixels: {width}x{height}"),
         });
     }
     let orientation = decoder.orientation().unwrap_or(Orientation::NoTransforms);
     let img = DynamicImage::from_decoder(decoder).map_err(|e| decode_error(e, format))?;
     Ok((img, orientation))
+}
+
+/// "10000x8000, 80.0 megapixels".
+pub(super) fn size_detail(width: u32, height: u32) -> String {
+    let megapixels = (u64::from(width) * u64::from(height)) as f64 / 1e6;
+    format!("{width}x{height}, {megapixels:.1} megapixels")
 }
 
 fn decode_error(e: ::image::ImageError, format: ImageFormat) -> ImageError {

@@ -337,6 +337,10 @@ pub fn prepare(
 }
 
 #[cfg(test)]
+mod alloc_probe;
+#[cfg(test)]
+mod mutation_tests;
+#[cfg(test)]
 mod samples;
 #[cfg(test)]
 mod tests;

@@ -1,3 +1,5 @@
+use proptest::prelude::*;
+
 use super::*;
 use crate::attach::image::samples::fixture;
 use crate::attach::image::{ImageFormat, MAX_BASE64_LEN, prepare};
@@ -104,5 +106,112 @@ fn text_starting_like_a_weak_signature_is_text() {
         "#!/bin/sh\necho hi\n",
     ] {
         assert_eq!(sniff(text.as_bytes()), Sniffed::Text, "{text}");
+    }
+}
+
+/// The accepted format whose full signature `bytes` starts with, if any.
+fn signature_of(bytes: &[u8]) -> Option<ImageFormat> {
+    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some(ImageFormat::Png)
+    } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        Some(ImageFormat::Jpeg)
+    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+        Some(ImageFormat::Gif)
+    } else if bytes.len() >= 12 && bytes.starts_with(b"RIFF") && &bytes[8..12] == b"WEBP" {
+        Some(ImageFormat::Webp)
+    } else {
+        None
+    }
+}
+
+/// Starts of files: the four image signatures, other binary signatures, and the ASCII ones
+/// that clean text may begin with.
+const PREFIXES: &[&[u8]] = &[
+    b"\x89PNG\r\n\x1a\n",
+    b"\xFF\xD8\xFF",
+    b"GIF87a",
+    b"GIF89a",
+    b"RIFF\x24\0\0\0WEBP",
+    b"RIFF\x24\0\0\0WAVE",
+    b"RIFF\x24\0\0\0AVI ",
+    b"%PDF-1.4",
+    b"PK\x03\x04",
+    b"\x7fELF",
+    b"BM",
+    b"MZ",
+    b"ID3",
+    b"%!",
+    b"GIF8",
+    b"\xFF\xD8",
+    b"\x89PNG",
+    b"\xFF\xFE",
+    b"<?xml ",
+    b"#!/bin/sh\n",
+];
+
+/// Any bytes; or a known prefix, possibly with one byte changed, then any bytes or clean text.
+fn file_start() -> impl Strategy<Value = Vec<u8>> {
+    let tail = prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..48),
+        proptest::collection::vec(0x20u8..0x7F, 0..48),
+    ];
+    let prefixed = (
+        proptest::sample::select(PREFIXES),
+        proptest::option::of((any::<proptest::sample::Index>(), any::<u8>())),
+        tail,
+    )
+        .prop_map(|(prefix, change, tail)| {
+            let mut bytes = prefix.to_vec();
+            if let Some((at, value)) = change {
+                let at = at.index(bytes.len());
+                bytes[at] = value;
+            }
+            bytes.extend_from_slice(&tail);
+            bytes
+        });
+    prop_oneof![proptest::collection::vec(any::<u8>(), 0..64), prefixed]
+}
+
+proptest! {
+    #![proptest_config(crate::fuzz::config(2000))]
+
+    #[test]
+    fn an_image_is_reported_exactly_when_its_signature_starts_the_bytes(bytes in file_start()) {
+        let sniffed = sniff(&bytes);
+        match signature_of(&bytes) {
+            Some(format) => prop_assert_eq!(sniffed, Sniffed::Image(format)),
+            None => prop_assert!(!matches!(sniffed, Sniffed::Image(_)), "{sniffed:?}"),
+        }
+    }
+
+    #[test]
+    fn text_never_contains_nul_and_binary_says_what_it_is(bytes in file_start()) {
+        match sniff(&bytes) {
+            Sniffed::Text => prop_assert!(!bytes.contains(&0)),
+            Sniffed::OtherBinary(what) => prop_assert!(!what.is_empty()),
+            Sniffed::Image(_) => {}
+        }
+    }
+
+    #[test]
+    fn clean_text_is_text_whatever_it_starts_with(
+        prefix in proptest::sample::select(PREFIXES),
+        text in "[ -~\t\n]{0,48}",
+    ) {
+        // Only the prefix's printable bytes: what a text file starting like it would hold.
+        let mut bytes: Vec<u8> = prefix
+            .iter()
+            .copied()
+            .filter(|b| (0x20..0x7F).contains(b) || *b == b'\n')
+            .collect();
+        bytes.extend_from_slice(text.as_bytes());
+        let expected = match signature_of(&bytes) {
+            Some(format) => Sniffed::Image(format),
+            None if bytes.starts_with(b"%PDF") => {
+                Sniffed::OtherBinary("a PDF document (application/pdf)".to_owned())
+            }
+            None => Sniffed::Text,
+        };
+        prop_assert_eq!(sniff(&bytes), expected);
     }
 }
