@@ -1,6 +1,8 @@
 //! Walking PNG, JPEG, GIF and WebP containers to their end, so a truncated file is refused
-//! even where a decoder would quietly fill in the missing part; counting animation frames.
-//! Looks only at the structure (chunk lengths, markers, block sizes), never at pixels. Must
+//! even where a decoder would quietly fill in the missing part; counting animation frames;
+//! refusing frame sizes stated inside the container that a decoder would allocate for before
+//! its own checks (GIF frames, WebP canvas, frames and bitstreams). Looks only at the
+//! structure (chunk lengths, markers, block sizes, stated sizes), never at pixels. Must
 //! not: decode, allocate in proportion to anything the file claims, or loop more than once
 //! over any byte.
 
