@@ -5,8 +5,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use serde_json::Value;
 use support::*;
 
@@ -38,11 +36,33 @@ fn state(env: &TestEnv) -> Value {
     serde_json::from_str(&text).expect("state parses")
 }
 
+/// Ends every cooldown in the state file now (as if the cooldown had passed), so tests never
+/// wait for real time.
+fn expire_cooldowns(env: &TestEnv) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64;
+    let mut s = state(env);
+    for scope in ["models", "providers", "endpoints"] {
+        if let Some(map) = s[scope].as_object_mut() {
+            for record in map.values_mut() {
+                if record["cooldown_until"].is_u64() {
+                    record["cooldown_until"] = serde_json::json!(now - 1);
+                }
+            }
+        }
+    }
+    std::fs::write(
+        env.agent_dir.join(STATE),
+        serde_json::to_vec_pretty(&s).expect("json"),
+    )
+    .expect("write state");
+}
+
 #[test]
 fn a_dead_provider_is_skipped_by_the_next_run_and_probed_once_after_the_cooldown() {
-    let mut env = TestEnv::new(PI_MIN, &providers());
-    // 30 min × 0.002 = 3.6 s quota cooldown.
-    env.env("CCSWITCH_COOLDOWN_SCALE", "0.002");
+    let env = TestEnv::new(PI_MIN, &providers());
     env.llm.script("a", "m", vec![Behaviour::Status402]);
 
     let first = run(&env);
@@ -61,7 +81,7 @@ fn a_dead_provider_is_skipped_by_the_next_run_and_probed_once_after_the_cooldown
     assert_eq!(env.llm.requests_to("a", "m").len(), 1, "{}", second.dump());
 
     // After the cooldown, two concurrent runs: exactly one probes prov-a (it is still dead).
-    std::thread::sleep(Duration::from_millis(3800));
+    expire_cooldowns(&env);
     let a = env.cmd([
         "--no-tools",
         "--provider",
@@ -98,15 +118,14 @@ fn a_dead_provider_is_skipped_by_the_next_run_and_probed_once_after_the_cooldown
 
 #[test]
 fn a_successful_probe_closes_the_breakers() {
-    let mut env = TestEnv::new(PI_MIN, &providers());
-    env.env("CCSWITCH_COOLDOWN_SCALE", "0.001");
+    let env = TestEnv::new(PI_MIN, &providers());
     env.llm.script(
         "a",
         "m",
         vec![Behaviour::Status402, Behaviour::text("a is back")],
     );
     run(&env).assert_success();
-    std::thread::sleep(Duration::from_millis(2000));
+    expire_cooldowns(&env);
     let out = run(&env);
     out.assert_success();
     assert_eq!(out.stdout, "a is back\n");

@@ -661,7 +661,18 @@ fn context_overflow_only_chooses_a_larger_window() {
     h.fail_settled(r#"400: {"message":"This model's maximum context length is 32000 tokens","code":"context_length_exceeded"}"#);
     let sent = h.sent();
     h.complete_redispatch(sent);
-    assert!(h.commands().contains(&"set_model c/big".to_string()));
+    assert_eq!(
+        h.commands(),
+        [
+            "get_state",
+            "get_available_models",
+            "prompt",
+            "get_fork_messages",
+            "fork",
+            "set_model c/big",
+            "prompt"
+        ]
+    );
     assert!(
         h.deltas()
             .iter()
@@ -683,10 +694,17 @@ fn content_policy_avoids_the_whole_family() {
     h.fail_settled(r#"400: {"message":"Request rejected: content_filter policy violation"}"#);
     let sent = h.sent();
     h.complete_redispatch(sent);
-    assert!(
-        h.commands().contains(&"set_model ali/qwen-max".to_string()),
-        "{:?}",
-        h.commands()
+    assert_eq!(
+        h.commands(),
+        [
+            "get_state",
+            "get_available_models",
+            "prompt",
+            "get_fork_messages",
+            "fork",
+            "set_model ali/qwen-max",
+            "prompt"
+        ]
     );
 }
 
@@ -760,10 +778,17 @@ fn half_open_candidate_needs_the_probe_lease() {
     h.m.handle_probe_result(h.now(), false);
     let sent = h.sent();
     h.complete_redispatch(sent);
-    assert!(
-        h.commands().contains(&"set_model c/vision".to_string()),
-        "{:?}",
-        h.commands()
+    assert_eq!(
+        h.commands(),
+        [
+            "get_state",
+            "get_available_models",
+            "prompt",
+            "get_fork_messages",
+            "fork",
+            "set_model c/vision",
+            "prompt"
+        ]
     );
 }
 
@@ -1198,14 +1223,18 @@ fn without_a_requested_level_the_start_models_level_follows_switches() {
     h.fail_settled(Q402);
     let sent = h.sent();
     h.complete_redispatch(sent);
-    assert!(
-        h.commands().ends_with(&[
-            "set_model b/m1".to_string(),
-            "set_thinking_level".to_string(),
-            "prompt".to_string()
-        ]),
-        "{:?}",
-        h.commands()
+    assert_eq!(
+        h.commands(),
+        [
+            "get_state",
+            "get_available_models",
+            "prompt",
+            "get_fork_messages",
+            "fork",
+            "set_model b/m1",
+            "set_thinking_level",
+            "prompt"
+        ]
     );
 }
 
