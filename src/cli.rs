@@ -753,7 +753,8 @@ impl Cli {
         words.extend(self.literal);
         match &mode {
             Mode::Run | Mode::Explain => {
-                if words.is_empty() {
+                // Blank words are no prompt either (found by the random-argv property).
+                if words.iter().all(|w| w.trim().is_empty()) {
                     return Err(UsageError("a prompt is required".to_string()));
                 }
             }

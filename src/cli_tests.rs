@@ -418,3 +418,79 @@ fn help_lists_every_environment_variable() {
         assert!(help.contains(name), "--help lacks {name}");
     }
 }
+
+#[test]
+fn blank_prompt_words_are_no_prompt() {
+    // Regression (found by `any_argv_parses_or_fails_cleanly`): `""` was a prompt of nothing.
+    assert_eq!(run(&[""]).unwrap_err(), "a prompt is required");
+    assert_eq!(run(&["  ", "\t"]).unwrap_err(), "a prompt is required");
+    assert_eq!(
+        run(&["@a.md", "--", " "]).unwrap_err(),
+        "a prompt is required"
+    );
+    assert_eq!(run(&[" hi "]).unwrap().prompt, " hi ");
+}
+
+mod random_argv {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+
+    use proptest::prelude::*;
+
+    use super::super::*;
+
+    /// Words that exercise the grammar: every flag, values, `@`, `--`, dashes of all kinds.
+    fn word() -> impl Strategy<Value = OsString> {
+        let flags: Vec<String> = command()
+            .get_arguments()
+            .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+            .chain(
+                [
+                    "-", "--", "-v", "-vv", "-p", "@", "@-", "@x", "—model", "–", "−x",
+                ]
+                .map(String::from),
+            )
+            .collect();
+        prop_oneof![
+            proptest::sample::select(flags).prop_map(OsString::from),
+            "[a-z0-9/=:,. *-]{0,12}".prop_map(OsString::from),
+            any::<String>().prop_map(OsString::from),
+            proptest::collection::vec(any::<u8>(), 0..12).prop_map(OsString::from_vec),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(crate::fuzz::config(3000))]
+
+        /// Any argv gives a result or a one-line usage error — never a panic — and an
+        /// accepted invocation is self-consistent.
+        #[test]
+        fn any_argv_parses_or_fails_cleanly(words in proptest::collection::vec(word(), 0..10)) {
+            let argv = std::iter::once(OsString::from("pi-ccswitch-run")).chain(words);
+            match parse(argv) {
+                Ok(Parsed::Info(text)) => prop_assert!(!text.is_empty()),
+                Ok(Parsed::Run(inv)) => {
+                    prop_assert!(inv.timeout_ms > 0);
+                    match &inv.mode {
+                        Mode::Run | Mode::Explain => prop_assert!(!inv.prompt.is_empty()),
+                        Mode::Batch(b) => {
+                            prop_assert!(inv.prompt.is_empty() && inv.files.is_empty());
+                            if let Some(s) = b.shard {
+                                prop_assert!(s.index < s.count);
+                            }
+                            prop_assert!(!b.resume || b.output.is_some());
+                        }
+                        Mode::Manage(_) => prop_assert!(inv.prompt.is_empty()),
+                    }
+                    for v in inv.pi_args() {
+                        prop_assert!(!v.is_empty());
+                    }
+                }
+                Err(e) => {
+                    prop_assert!(!e.0.is_empty());
+                    prop_assert!(!e.0.contains('\n'), "one line: {:?}", e.0);
+                }
+            }
+        }
+    }
+}

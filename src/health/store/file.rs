@@ -551,4 +551,96 @@ mod tests {
         };
         assert_eq!(error, "401 Authorization: [redacted] more");
     }
+
+    mod random_files {
+        use proptest::prelude::*;
+        use serde_json::{Value, json};
+
+        use super::super::*;
+
+        /// JSON of any shape, biased towards what a state file holds.
+        fn value() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::from),
+                any::<i64>().prop_map(Value::from),
+                any::<u64>().prop_map(Value::from),
+                any::<f64>().prop_map(|f| json!(f)),
+                "[a-z_/:@.0-9 -]{0,16}".prop_map(Value::from),
+                any::<String>().prop_map(Value::from),
+            ];
+            leaf.prop_recursive(4, 48, 6, |inner| {
+                prop_oneof![
+                    proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+                    proptest::collection::btree_map(
+                        prop_oneof![
+                            proptest::sample::select(vec![
+                                "schema_version",
+                                "updated_at",
+                                "models",
+                                "providers",
+                                "endpoints",
+                                "switches",
+                                "switch_log",
+                                "consecutive_failures",
+                                "total_failures",
+                                "cooldown_until",
+                                "lease_until",
+                                "last_class",
+                                "last_error",
+                                "disabled",
+                                "a/m",
+                                "p",
+                            ])
+                            .prop_map(String::from),
+                            "[a-z]{1,6}",
+                        ],
+                        inner,
+                        0..6,
+                    )
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        proptest! {
+            #![proptest_config(crate::fuzz::config(3000))]
+
+            /// Whatever JSON is on disk, reading it never panics; a version-1 object is either
+            /// read or called bad, never both.
+            #[test]
+            fn any_json_is_read_or_refused(v in value(), version in prop_oneof![Just(None), (0u64..3).prop_map(Some)]) {
+                let mut v = v;
+                if let (Some(n), Some(obj)) = (version, v.as_object_mut()) {
+                    obj.insert("schema_version".into(), json!(n));
+                }
+                let bytes = serde_json::to_vec(&v).expect("json");
+                match parse_state(&bytes) {
+                    OnDisk::Good { health, .. } => {
+                        prop_assert_eq!(v["schema_version"].as_u64(), Some(SCHEMA_VERSION));
+                        // What was read can be written back and read again unchanged.
+                        let again = serde_json::to_vec(&FileOut {
+                            schema_version: SCHEMA_VERSION,
+                            updated_at: 0,
+                            health: &health,
+                        })
+                        .expect("encode");
+                        match parse_state(&again) {
+                            OnDisk::Good { health: h2, .. } => prop_assert_eq!(h2, health),
+                            other => prop_assert!(false, "re-read failed: {:?}", other),
+                        }
+                    }
+                    OnDisk::Newer(n) => prop_assert!(n > SCHEMA_VERSION),
+                    OnDisk::Bad(reason) => prop_assert!(!reason.is_empty()),
+                    OnDisk::Missing => prop_assert!(false, "bytes are never missing"),
+                }
+            }
+
+            /// Arbitrary bytes, too.
+            #[test]
+            fn any_bytes_are_read_or_refused(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+                let _ = parse_state(&bytes);
+            }
+        }
+    }
 }
