@@ -436,16 +436,10 @@ fn pi_warning(line: &str, label: &str, status: &mut StatusLine) {
         .unwrap_or(true);
     if fresh {
         status.clear();
-        crate::output::error_line(&format!("{label}Pi: {}", with_runner_advice(line)));
-    }
-}
-
-/// Pi's advice names Pi-only flags; say what the runner offers instead.
-pub fn with_runner_advice(line: &str) -> String {
-    if line.contains("--list-models") {
-        format!("{line} (with pi-ccswitch-run: --status lists every model)")
-    } else {
-        line.to_string()
+        crate::output::error_line(&format!(
+            "{label}Pi: {}",
+            crate::pi_stderr::with_runner_advice(line)
+        ));
     }
 }
 
@@ -520,7 +514,7 @@ async fn explain_pi_death(
                 .unwrap_or_default()
         );
     }
-    let reason = pi_error_line(stderr);
+    let reason = crate::pi_stderr::error_line(stderr);
     let hint = if reason.contains("EACCES") || reason.contains("EROFS") || reason.contains("EPERM")
     {
         "; Pi needs a writable agent dir (it keeps lock files beside auth.json): check \
@@ -533,49 +527,7 @@ async fn explain_pi_death(
     } else {
         format!(
             "{what} ({how}); Pi's stderr: {}{hint}",
-            with_runner_advice(&reason)
+            crate::pi_stderr::with_runner_advice(&reason)
         )
-    }
-}
-
-/// The line of Pi's stderr that says what went wrong: the last `…Error: …` line that is not a
-/// stack frame, else the last three non-empty lines.
-fn pi_error_line(stderr: &str) -> String {
-    let lines: Vec<&str> = stderr
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    let is_error = |l: &&&str| {
-        !l.starts_with("at ")
-            && (l.starts_with("Error")
-                || l.split_once(':')
-                    .is_some_and(|(head, _)| head.ends_with("Error") && !head.contains(' ')))
-    };
-    if let Some(line) = lines.iter().rev().find(is_error) {
-        return (*line).to_string();
-    }
-    lines[lines.len().saturating_sub(3)..].join(" | ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::pi_error_line;
-
-    #[test]
-    fn pi_error_line_skips_the_node_stack() {
-        let stderr = "Warning: something harmless\nError: EACCES: permission denied, open \
-                      '/ro/agent/auth.json.lock'\n    at Object.openSync (node:fs:573:18)\n    \
-                      at lockSync (file:///pi/dist/cli.js:10:3)\n    at main (file:///pi/cli.js:9:1)\n";
-        assert_eq!(
-            pi_error_line(stderr),
-            "Error: EACCES: permission denied, open '/ro/agent/auth.json.lock'"
-        );
-        assert_eq!(
-            pi_error_line("TypeError: x is not a function\n  at y"),
-            "TypeError: x is not a function"
-        );
-        assert_eq!(pi_error_line("a\nb\nc\nd\n"), "b | c | d");
-        assert_eq!(pi_error_line(""), "");
     }
 }

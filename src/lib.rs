@@ -29,6 +29,7 @@ pub mod lines;
 pub mod lockfile;
 pub mod manage;
 pub mod output;
+pub mod pi_stderr;
 pub mod redact;
 pub mod registry;
 pub mod report;

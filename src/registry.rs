@@ -37,7 +37,9 @@ pub async fn list_models(
                 Ok(Some(_)) => {}
                 Ok(None) => {
                     let stderr = agent.stderr_text().await;
-                    let tail = stderr.lines().last().unwrap_or("").trim().to_string();
+                    let tail = crate::pi_stderr::with_runner_advice(&crate::pi_stderr::error_line(
+                        &stderr,
+                    ));
                     return Err(format!("Pi exited before listing its models: {tail}"));
                 }
                 Err(e) => return Err(e.to_string()),

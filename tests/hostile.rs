@@ -325,3 +325,61 @@ fn numbers_with_spaces_are_usage_errors() {
         assert!(fake.log().is_empty(), "Pi must not start");
     }
 }
+
+// ----- 6: a read-only agent dir: --doctor says so, a run says what Pi said -------------------
+
+/// Runs `cmd` as an unprivileged user when we are root (root ignores permission bits).
+fn unprivileged(cmd: Command) -> Command {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return cmd;
+    }
+    let mut wrapped = Command::new("setpriv");
+    wrapped
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .env_clear()
+        .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))));
+    if let Some(dir) = cmd.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    wrapped
+}
+
+fn read_only_agent_dir(v: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new(
+        v,
+        &[ProviderSpec::new("prov-a", "a", vec![ModelSpec::text("m")])],
+    );
+    // Everything must be reachable for the unprivileged user; only the agent dir is not
+    // writable.
+    for dir in [env.dir.path(), &env.home, &env.cwd] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    }
+    std::fs::set_permissions(&env.agent_dir, std::fs::Permissions::from_mode(0o555))
+        .expect("chmod");
+    let out = run_command(unprivileged(env.cmd(["--doctor"])), None, RUN_TIMEOUT);
+    out.assert_code(2)
+        .assert_stdout_contains("FAIL agent dir:")
+        .assert_stdout_contains("is not writable")
+        .assert_stdout_contains("FAIL state lock:");
+    let out = run_command(
+        unprivileged(env.cmd(["--no-tools", "--provider", "prov-a", "--model", "m", "hi"])),
+        None,
+        RUN_TIMEOUT,
+    );
+    // Pi itself cannot run there (1.6.0 dies on its lock file; 0.84.4 starts without models).
+    out.assert_code(2).assert_stdout_empty().assert_no_panic();
+    if v == PI_NEWEST {
+        out.assert_stderr_contains("Pi's stderr: Error: EACCES: permission denied")
+            .assert_stderr_contains("Pi needs a writable agent dir");
+    } else {
+        out.assert_stderr_contains("Pi has no usable model");
+    }
+    std::fs::set_permissions(&env.agent_dir, std::fs::Permissions::from_mode(0o755))
+        .expect("chmod back");
+}
+
+both_versions!(read_only_agent_dir);

@@ -12,6 +12,11 @@ use crate::clock::Now;
 use crate::failover::classify::FailureClass;
 use crate::health::Block;
 
+/// Pi can use no model at all.
+const NO_USABLE_MODEL: &str = "Pi has no usable model: no provider has credentials (check \
+models.json, auth.json and the API key variables, and that the agent dir is readable and \
+writable; --doctor checks them)";
+
 /// How many names a "did you mean" list shows.
 const SUGGESTIONS: usize = 5;
 
@@ -78,11 +83,7 @@ impl Machine {
         self.start_key = Some(current.key());
         if current.provider == "unknown" && current.id == "unknown" {
             // Pi's placeholder for "no usable model at all": nothing can work.
-            return self.finish(Outcome::Setup(
-                "Pi has no usable model: no provider has credentials (check models.json, \
-                 auth.json and the API key variables; --doctor lists what Pi sees)"
-                    .to_string(),
-            ));
+            return self.finish(Outcome::Setup(NO_USABLE_MODEL.to_string()));
         }
         self.avoid_refused_family(now, &current);
         let why_not = self.why_not_start(now, &current);
@@ -111,6 +112,9 @@ impl Machine {
     /// model stop the run before anything is sent.
     fn check_setup(&mut self) -> Result<(), String> {
         let registry = self.pi.registry.clone();
+        if registry.is_empty() {
+            return Err(NO_USABLE_MODEL.to_string());
+        }
         let keys: Vec<String> = registry.iter().map(ModelInfo::key).collect();
         let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
         self.pi.pool = match self.cfg.models_scope.clone() {
