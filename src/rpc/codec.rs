@@ -9,10 +9,13 @@
 //! - an event (Pi writes `{"type":…` first): its payload is never needed, so the rest of the
 //!   line is skipped unread and the event is yielded with every field at its default. A message
 //!   event then is not an assistant's (an answer is never that big), an `agent_end` has
-//!   `willRetry: false` (the runner does not use it), and an `auto_retry_start` has no error
-//!   text; unknown types stay [`Incoming::Unknown`];
+//!   `willRetry: false` (the runner does not use it), an `auto_retry_start` has no error text,
+//!   an `extension_ui_request` no id to answer (none comes with `--no-extensions`); unknown
+//!   types stay [`Incoming::Unknown`];
 //! - a `response` (`{"id":…,"type":"response",…`), or bytes that do not start like a JSON object
-//!   with a string `type`: [`ReadError::TooLong`] at once, without reading the rest.
+//!   with a string `type`: [`ReadError::TooLong`] at once, without reading the rest. The only
+//!   answers that grow with the prompt are `fork`/`get_fork_messages` (its text, not its
+//!   images): over 32 MiB of prompt text is far beyond any model's context window.
 
 use std::fmt;
 
