@@ -98,7 +98,8 @@ impl Decoder {
             match self.lines.next_line(reader).await.map_err(ReadError::Io)? {
                 None => return Ok(None),
                 Some(Line::Whole(line)) => {
-                    if let Some(decoded) = decode(line) {
+                    // The reader stripped the one `\r` a line may end with.
+                    if let Some(decoded) = decode_framed(line) {
                         return decoded.map(Some);
                     }
                 }
@@ -120,7 +121,11 @@ pub async fn read_incoming<R: AsyncBufRead + Unpin>(
 /// Decodes one line (a trailing `\n` and `\r` are ignored); `None` for a blank line.
 pub fn decode(line: &[u8]) -> Option<Result<Incoming, ReadError>> {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    decode_framed(line.strip_suffix(b"\r").unwrap_or(line))
+}
+
+/// [`decode`] of a line without its `\n` and `\r`.
+fn decode_framed(line: &[u8]) -> Option<Result<Incoming, ReadError>> {
     if line.iter().all(u8::is_ascii_whitespace) {
         return None;
     }
