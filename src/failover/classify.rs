@@ -23,6 +23,10 @@
 //! Bare "sensitive" is not a content-policy marker ("case-sensitive" is a plain 400): only
 //! phrases such as "sensitive content/words/information/topic", 敏感内容, 敏感词, 政治敏感,
 //! or a provider stop reason `sensitive` are.
+//!
+//! Only the first [`MAX_CLASSIFIED`] bytes of a message are searched: evidence sits at the start
+//! of a provider's error, and a huge body (an HTML error page, an echoed prompt) must not cost
+//! seconds per failure. Every search is linear in that text.
 
 use std::fmt;
 
@@ -624,8 +628,16 @@ pub fn classify(obs: &Observation<'_>) -> Classification {
     if obs.watchdog {
         return verdict(FailureClass::Endpoint, Scope::Endpoint, "watchdog".into());
     }
-    let text = obs.error_message;
+    let text = head(obs.error_message, MAX_CLASSIFIED);
     let norm = normalise(text);
+    let quote = |(start, end): (usize, usize)| {
+        // `normalise` keeps byte offsets; should it ever not, quote the normalised text
+        // rather than slice the original off a char boundary.
+        text.get(start..end)
+            .or_else(|| norm.get(start..end))
+            .unwrap_or_default()
+            .to_ascii_lowercase()
+    };
     for rule in RULES {
         if rule.class == FailureClass::ContextOverflow && first_match(&norm, NOT_CONTEXT).is_some()
         {
@@ -638,24 +650,28 @@ pub fn classify(obs: &Observation<'_>) -> Classification {
         // (a parameter called `timeout`, "upstream model not found") does not make it an outage.
         // An explicit overload is still an outage whatever the status (SPEC order).
         if rule.class == FailureClass::Endpoint && status.is_some_and(is_model_status) {
-            if let Some((start, end)) = first_match(&norm, OVERLOAD_ON_4XX) {
-                return verdict(
-                    rule.class,
-                    rule.scope,
-                    text[start..end].to_ascii_lowercase(),
-                );
+            if let Some(range) = first_match(&norm, OVERLOAD_ON_4XX) {
+                return verdict(rule.class, rule.scope, quote(range));
             }
             continue;
         }
-        if let Some((start, end)) = first_match(&norm, rule.markers) {
-            return verdict(
-                rule.class,
-                rule.scope,
-                text[start..end].to_ascii_lowercase(),
-            );
+        if let Some(range) = first_match(&norm, rule.markers) {
+            return verdict(rule.class, rule.scope, quote(range));
         }
     }
     verdict(FailureClass::Unknown, Scope::Model, "unrecognised".into())
+}
+
+/// How much of an error message is searched for markers (see the module doc).
+pub const MAX_CLASSIFIED: usize = 64 * 1024;
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a char boundary.
+fn head(s: &str, max: usize) -> &str {
+    let mut end = max.min(s.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 /// Phrases that look like evidence but are not: Google's generic `RESOURCE_EXHAUSTED` text
@@ -671,6 +687,11 @@ fn normalise(text: &str) -> String {
     let mut in_url = vec![false; lower.len()];
     for scheme in ["https://", "http://"] {
         for (start, _) in lower.match_indices(scheme) {
+            if in_url[start] {
+                // Inside a link already blanked, and it ends where that one does: scanning
+                // to its end again made `https://https://…` quadratic.
+                continue;
+            }
             let len = lower[start..]
                 .find(|c: char| !is_url_char(c))
                 .unwrap_or(lower.len() - start);
@@ -721,12 +742,23 @@ fn find(norm: &str, marker: Marker) -> Option<(usize, usize)> {
             let rest = &norm[from..];
             seconds
                 .iter()
-                .filter_map(|s| rest.find(s).map(|j| (j, s.len())))
+                .filter_map(|s| {
+                    // Only a second starting within `gap` chars counts, so it ends within
+                    // `gap` + its length: searching further made this quadratic in a text
+                    // full of `first`s.
+                    let window = head_chars(rest, gap + s.chars().count());
+                    window.find(s).map(|j| (j, s.len()))
+                })
                 .filter(|&(j, _)| rest[..j].chars().count() <= gap)
                 .min_by_key(|&(j, _)| j)
                 .map(|(j, len)| (i, from + j + len))
         }),
     }
+}
+
+/// The first `n` chars of `s`.
+fn head_chars(s: &str, n: usize) -> &str {
+    &s[..s.char_indices().nth(n).map_or(s.len(), |(i, _)| i)]
 }
 
 #[cfg(test)]
@@ -1400,3 +1432,7 @@ mod tests {
         assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 }
+
+#[cfg(test)]
+#[path = "classify_props.rs"]
+mod props;

@@ -9,10 +9,13 @@
 //! - an event (Pi writes `{"type":…` first): its payload is never needed, so the rest of the
 //!   line is skipped unread and the event is yielded with every field at its default. A message
 //!   event then is not an assistant's (an answer is never that big), an `agent_end` has
-//!   `willRetry: false` (the runner does not use it), and an `auto_retry_start` has no error
-//!   text; unknown types stay [`Incoming::Unknown`];
+//!   `willRetry: false` (the runner does not use it), an `auto_retry_start` has no error text,
+//!   an `extension_ui_request` no id to answer (none comes with `--no-extensions`); unknown
+//!   types stay [`Incoming::Unknown`];
 //! - a `response` (`{"id":…,"type":"response",…`), or bytes that do not start like a JSON object
-//!   with a string `type`: [`ReadError::TooLong`] at once, without reading the rest.
+//!   with a string `type`: [`ReadError::TooLong`] at once, without reading the rest. The only
+//!   answers that grow with the prompt are `fork`/`get_fork_messages` (its text, not its
+//!   images): over 32 MiB of prompt text is far beyond any model's context window.
 
 use std::fmt;
 
@@ -95,7 +98,8 @@ impl Decoder {
             match self.lines.next_line(reader).await.map_err(ReadError::Io)? {
                 None => return Ok(None),
                 Some(Line::Whole(line)) => {
-                    if let Some(decoded) = decode(line) {
+                    // The reader stripped the one `\r` a line may end with.
+                    if let Some(decoded) = decode_framed(line) {
                         return decoded.map(Some);
                     }
                 }
@@ -117,7 +121,11 @@ pub async fn read_incoming<R: AsyncBufRead + Unpin>(
 /// Decodes one line (a trailing `\n` and `\r` are ignored); `None` for a blank line.
 pub fn decode(line: &[u8]) -> Option<Result<Incoming, ReadError>> {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    decode_framed(line.strip_suffix(b"\r").unwrap_or(line))
+}
+
+/// [`decode`] of a line without its `\n` and `\r`.
+fn decode_framed(line: &[u8]) -> Option<Result<Incoming, ReadError>> {
     if line.iter().all(u8::is_ascii_whitespace) {
         return None;
     }

@@ -352,6 +352,22 @@ fn over_long_responses_and_non_events_fail_at_once() {
     );
 }
 
+/// Found by `messages_do_not_depend_on_how_the_stream_arrives`: a line ending in `\r\r\n`
+/// lost both `\r`s (the line reader stripped one, the decoder another).
+#[test]
+fn only_one_cr_is_stripped() {
+    assert_eq!(
+        read_all(b"bad\r\r\n\r\r\n", &[3], 64),
+        vec![Got::Malformed("bad\r".to_string())],
+        "`\\r\\r` alone is a blank line"
+    );
+    assert_eq!(
+        read_all(b"{\"type\":\"agent_start\"}\r\r\n", &[5], 64),
+        vec![Got::Msg(Incoming::AgentStart)],
+        "a second \\r is JSON whitespace"
+    );
+}
+
 /// With the production limit: a prompt echo under it is read (its content skipped), one over
 /// it is skipped unread, and the answer after them comes through.
 #[tokio::test(flavor = "current_thread")]

@@ -1,6 +1,7 @@
 //! Pi RPC wire types: commands we send, and the responses and events Pi writes. serde only.
 //! Parsing is lenient: unknown event types become [`Incoming::Unknown`], unknown fields and
-//! roles are ignored, so Pi 0.84.4 and 1.6.0 both fit.
+//! roles are ignored, so Pi 0.84.4 and 1.6.0 both fit. A line is parsed once, straight from
+//! its bytes into these types, skipping what the runner does not use (see "Deserialization").
 
 pub mod codec;
 pub mod pending;
