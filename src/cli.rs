@@ -456,8 +456,17 @@ fn parse_shard(s: &str) -> Result<Shard, UsageError> {
     Ok(Shard { index, count })
 }
 
-/// Parses argv (including argv[0]).
+/// Parses argv (including argv[0]). A usage error is always one line: values echoed in it have
+/// their control characters escaped.
 pub fn parse<I, T>(args: I) -> Result<Parsed, UsageError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    parse_raw(args).map_err(|UsageError(text)| UsageError(crate::attach::printable(&text)))
+}
+
+fn parse_raw<I, T>(args: I) -> Result<Parsed, UsageError>
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,

@@ -431,6 +431,16 @@ fn blank_prompt_words_are_no_prompt() {
     assert_eq!(run(&[" hi "]).unwrap().prompt, " hi ");
 }
 
+#[test]
+fn usage_errors_stay_on_one_line() {
+    // Regression (found by `any_argv_parses_or_fails_cleanly`): a value with a newline was
+    // echoed raw, splitting the error over two lines.
+    assert_eq!(
+        run(&["--task-complexity", "\n", "q"]).unwrap_err(),
+        "invalid value '\\n' for --task-complexity (expected auto, low, medium, high)"
+    );
+}
+
 mod random_argv {
     use std::ffi::OsString;
     use std::os::unix::ffi::OsStringExt;
