@@ -13,8 +13,8 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use pi_ccswitch_run::clock;
-use pi_ccswitch_run::failover::breaker::PROBE_LEASE_MS;
 use pi_ccswitch_run::failover::classify::{FailureClass, Scope};
+use pi_ccswitch_run::health::cooldown::PROBE_LEASE_MS;
 use pi_ccswitch_run::health::store::{
     Claim, FileStore, LOCK_FILE, Loaded, SCHEMA_VERSION, STATE_FILE, StoreError, Warning,
 };

@@ -28,32 +28,7 @@
 //! of a provider's error, and a huge body (an HTML error page, an echoed prompt) must not cost
 //! seconds per failure. Every search is linear in that text.
 
-use std::fmt;
-
-/// What kind of failure an attempt met.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum FailureClass {
-    Auth,
-    Quota,
-    RateLimit,
-    Endpoint,
-    Model,
-    ContentPolicy,
-    ContextOverflow,
-    UserAbort,
-    Unknown,
-}
-
-/// Which breaker a failure opens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Scope {
-    Provider,
-    /// provider + normalised base URL
-    Endpoint,
-    Model,
-    /// no breaker: affects this round only (context overflow, user abort)
-    Round,
-}
+pub use crate::health::class::{FailureClass, Scope};
 
 /// What the runner observed when an attempt ended badly.
 #[derive(Debug, Clone, Copy, Default)]
@@ -78,54 +53,6 @@ pub struct Classification {
     /// The marker that matched, e.g. `status 402`, `insufficient_quota`, `余额不足`, `watchdog`.
     /// A word marker is quoted as it appears in the message (ASCII lower-cased).
     pub matched: String,
-}
-
-impl FailureClass {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureClass::Auth => "auth",
-            FailureClass::Quota => "quota",
-            FailureClass::RateLimit => "rate_limit",
-            FailureClass::Endpoint => "endpoint",
-            FailureClass::Model => "model",
-            FailureClass::ContentPolicy => "content_policy",
-            FailureClass::ContextOverflow => "context_overflow",
-            FailureClass::UserAbort => "user_abort",
-            FailureClass::Unknown => "unknown",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<FailureClass> {
-        Some(match s {
-            "auth" => FailureClass::Auth,
-            "quota" => FailureClass::Quota,
-            "rate_limit" => FailureClass::RateLimit,
-            "endpoint" => FailureClass::Endpoint,
-            "model" => FailureClass::Model,
-            "content_policy" => FailureClass::ContentPolicy,
-            "context_overflow" => FailureClass::ContextOverflow,
-            "user_abort" => FailureClass::UserAbort,
-            "unknown" => FailureClass::Unknown,
-            _ => return None,
-        })
-    }
-}
-
-impl fmt::Display for FailureClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Scope {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::Provider => "provider",
-            Scope::Endpoint => "endpoint",
-            Scope::Model => "model",
-            Scope::Round => "round",
-        }
-    }
 }
 
 /// The HTTP status Pi put at the start of `errorMessage`, in any of the shapes Pi's providers

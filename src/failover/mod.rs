@@ -1,7 +1,6 @@
 //! Failover: classification, breakers, candidates and the sans-IO state machine that ties
 //! them together. Nothing under `failover/` does I/O or reads a clock; time is passed in.
 
-pub mod breaker;
 pub mod candidates;
 pub mod classify;
 mod dispatch;

@@ -2,6 +2,8 @@
 //! Deltas (not snapshots) are what get persisted, so concurrent runs add up instead of
 //! overwriting each other. Pure: no I/O, time passed in.
 
+pub mod class;
+pub mod cooldown;
 pub mod service;
 pub mod store;
 
@@ -10,8 +12,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::ModelInfo;
-use crate::failover::breaker::{PROBE_LEASE_MS, cooldown_ms};
-use crate::failover::classify::{FailureClass, Scope};
+pub use class::{FailureClass, Scope};
+use cooldown::{PROBE_LEASE_MS, cooldown_ms};
 
 /// Most recent switches kept in the shared state.
 pub const SWITCH_LOG_LEN: usize = 20;

@@ -542,8 +542,8 @@ mod tests {
         let d = Delta::Failure {
             at: 1,
             key: "p".into(),
-            scope: crate::failover::classify::Scope::Provider,
-            class: crate::failover::classify::FailureClass::Auth,
+            scope: crate::health::Scope::Provider,
+            class: crate::health::FailureClass::Auth,
             error: "401 Authorization: Bearer abc.def.ghi\nmore".into(),
         };
         let Delta::Failure { error, .. } = scrub_delta(&d) else {

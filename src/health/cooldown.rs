@@ -1,7 +1,7 @@
 //! Cooldown arithmetic of SPEC §3: a base per failure class, doubled per consecutive failure, up
 //! to a cap. Wall-clock milliseconds in and out. Pure.
 
-use super::classify::FailureClass;
+use super::class::FailureClass;
 
 const MIN: u64 = 60_000;
 const HOUR: u64 = 60 * MIN;

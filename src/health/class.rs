@@ -1,0 +1,77 @@
+//! The failure classes and breaker scopes of SPEC §3: what a failed attempt was, and which
+//! breaker it opens. Pure data; `failover::classify` decides which applies.
+
+use std::fmt;
+
+/// What kind of failure an attempt met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FailureClass {
+    Auth,
+    Quota,
+    RateLimit,
+    Endpoint,
+    Model,
+    ContentPolicy,
+    ContextOverflow,
+    UserAbort,
+    Unknown,
+}
+
+/// Which breaker a failure opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scope {
+    Provider,
+    /// provider + normalised base URL
+    Endpoint,
+    Model,
+    /// no breaker: affects this round only (context overflow, user abort)
+    Round,
+}
+
+impl FailureClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::Auth => "auth",
+            FailureClass::Quota => "quota",
+            FailureClass::RateLimit => "rate_limit",
+            FailureClass::Endpoint => "endpoint",
+            FailureClass::Model => "model",
+            FailureClass::ContentPolicy => "content_policy",
+            FailureClass::ContextOverflow => "context_overflow",
+            FailureClass::UserAbort => "user_abort",
+            FailureClass::Unknown => "unknown",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<FailureClass> {
+        Some(match s {
+            "auth" => FailureClass::Auth,
+            "quota" => FailureClass::Quota,
+            "rate_limit" => FailureClass::RateLimit,
+            "endpoint" => FailureClass::Endpoint,
+            "model" => FailureClass::Model,
+            "content_policy" => FailureClass::ContentPolicy,
+            "context_overflow" => FailureClass::ContextOverflow,
+            "user_abort" => FailureClass::UserAbort,
+            "unknown" => FailureClass::Unknown,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for FailureClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Provider => "provider",
+            Scope::Endpoint => "endpoint",
+            Scope::Model => "model",
+            Scope::Round => "round",
+        }
+    }
+}
