@@ -276,7 +276,7 @@ impl std::error::Error for UsageError {}
 pub enum Parsed {
     /// `--help` / `--version`: print this text on stdout, exit 0.
     Info(String),
-    Run(Invocation),
+    Run(Box<Invocation>),
 }
 
 /// The Pi flags that decide what a prompt runs under: its system prompt and its tools. Batch
@@ -493,7 +493,7 @@ where
             };
         }
     };
-    cli.into_invocation().map(Parsed::Run)
+    cli.into_invocation().map(|inv| Parsed::Run(Box::new(inv)))
 }
 
 /// Dashes that phones, word processors and some editors put where two hyphens were typed.

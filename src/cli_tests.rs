@@ -5,7 +5,7 @@ use super::*;
 fn run(args: &[&str]) -> Result<Invocation, String> {
     let argv = std::iter::once("pi-ccswitch-run").chain(args.iter().copied());
     match parse(argv) {
-        Ok(Parsed::Run(inv)) => Ok(inv),
+        Ok(Parsed::Run(inv)) => Ok(*inv),
         Ok(Parsed::Info(text)) => Err(format!("INFO:{text}")),
         Err(e) => Err(e.0),
     }

@@ -64,7 +64,7 @@ impl Report {
             .iter()
             .rev()
             .find(|a| a.failure.is_none() && self.exit == Exit::Success)
-            .map(|a| a.usage.clone())
+            .map(|a| a.usage)
             .unwrap_or_default()
     }
 

@@ -9,5 +9,6 @@ mod judge;
 pub mod machine;
 pub mod reopen;
 mod start;
+mod state;
 
 pub use machine::{Action, Attempt, Config, Machine, Note, Options, Outcome};
