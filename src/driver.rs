@@ -249,6 +249,9 @@ impl Session {
         }
         if self.start_model.is_none() {
             self.start_model = machine.start_model().map(str::to_string);
+            if !machine.registry().is_empty() {
+                health.note_listed(machine.registry().iter().map(ModelInfo::key).collect());
+            }
         }
         let elapsed_ms = ms_since(start.instant);
         let mut report = self.report(ended, interrupted, &machine, elapsed_ms).await;

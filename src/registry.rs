@@ -11,43 +11,69 @@ use crate::rpc::{Command, Incoming};
 /// How long listing Pi's models may take before we give up on it.
 const LIST_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// Why Pi's models could not be listed.
+#[derive(Debug)]
+pub enum ListError {
+    Spawn(crate::agent::SpawnError),
+    Write(std::io::Error),
+    Refused(String),
+    /// Pi exited first; its own error line.
+    Exited(String),
+    Read(crate::rpc::codec::ReadError),
+    Timeout,
+}
+
+impl std::fmt::Display for ListError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListError::Spawn(e) => write!(f, "{e}"),
+            ListError::Write(e) => write!(f, "cannot write to Pi: {e}"),
+            ListError::Refused(e) => write!(f, "get_available_models failed: {e}"),
+            ListError::Exited(line) => write!(f, "Pi exited before listing its models: {line}"),
+            ListError::Read(e) => write!(f, "{e}"),
+            ListError::Timeout => write!(
+                f,
+                "Pi did not list its models within {} s",
+                LIST_TIMEOUT.as_secs()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ListError {}
+
 /// Asks Pi for its available models (spawns `pi --mode rpc` briefly).
 pub async fn list_models(
     pi: &std::ffi::OsString,
     pi_args: &[String],
-) -> Result<Vec<ModelInfo>, String> {
-    let mut agent = Agent::spawn(pi, pi_args).map_err(|e| e.to_string())?;
+) -> Result<Vec<ModelInfo>, ListError> {
+    let mut agent = Agent::spawn(pi, pi_args).map_err(ListError::Spawn)?;
     let result = tokio::time::timeout(LIST_TIMEOUT, async {
         agent
             .send("models", &Command::GetAvailableModels)
             .await
-            .map_err(|e| format!("cannot write to Pi: {e}"))?;
+            .map_err(ListError::Write)?;
         loop {
             match agent.next().await {
                 Ok(Some(Incoming::Response(r))) if r.id.as_deref() == Some("models") => {
                     if !r.success {
-                        return Err(format!(
-                            "get_available_models failed: {}",
-                            r.error.unwrap_or_default()
-                        ));
+                        return Err(ListError::Refused(r.error.unwrap_or_default()));
                     }
-                    let models = r.models();
-                    return Ok(models);
+                    return Ok(r.models());
                 }
                 Ok(Some(_)) => {}
                 Ok(None) => {
                     let stderr = agent.stderr_text().await;
-                    let tail = crate::pi_stderr::with_runner_advice(&crate::pi_stderr::error_line(
-                        &stderr,
-                    ));
-                    return Err(format!("Pi exited before listing its models: {tail}"));
+                    return Err(ListError::Exited(crate::pi_stderr::with_runner_advice(
+                        &crate::pi_stderr::error_line(&stderr),
+                    )));
                 }
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(ListError::Read(e)),
             }
         }
     })
     .await
-    .unwrap_or_else(|_| Err("Pi did not list its models within 20 s".to_string()));
+    .unwrap_or(Err(ListError::Timeout));
     agent.stop(Duration::from_millis(1000)).await;
     result
 }

@@ -571,4 +571,28 @@ mod tests {
         assert_eq!(h.switch_log.first().map(|e| e.at), Some(10));
         assert_eq!(h.switch_log.last().map(|e| e.at), Some(29));
     }
+
+    #[test]
+    fn pruning_keeps_what_blocks_and_drops_unlisted_idle_records_first() {
+        let mut h = Health::default();
+        for i in 0..(MAX_RECORDS_PER_SCOPE as u64 + 10) {
+            h.models.insert(
+                format!("p/m{i}"),
+                Record {
+                    last_failure_at: Some(i),
+                    ..Record::default()
+                },
+            );
+        }
+        // The oldest record is disabled and another unlisted: one stays, one goes first.
+        h.models.get_mut("p/m0").unwrap().disabled = true;
+        h.prune(0, &|_, key| key != "p/m500");
+        assert_eq!(h.models.len(), MAX_RECORDS_PER_SCOPE);
+        assert!(h.models.contains_key("p/m0"), "disabled records stay");
+        assert!(
+            !h.models.contains_key("p/m500"),
+            "unlisted records go first"
+        );
+        assert!(!h.models.contains_key("p/m1") && h.models.contains_key("p/m10"));
+    }
 }

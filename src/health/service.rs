@@ -58,6 +58,9 @@ enum Request {
     Flush {
         reply: oneshot::Sender<()>,
     },
+    Listed {
+        models: Vec<String>,
+    },
 }
 
 /// A cheap, cloneable way to reach the health thread. The thread ends when every handle is
@@ -139,6 +142,11 @@ impl HealthHandle {
         }
     }
 
+    /// The models Pi lists (`provider/id`), so the store prunes records of unlisted ones first.
+    pub fn note_listed(&self, models: Vec<String>) {
+        let _ = self.tx.send(Request::Listed { models });
+    }
+
     /// Waits until everything asked so far has been served (before the process exits).
     pub async fn flush(&self) {
         let (reply, rx) = oneshot::channel();
@@ -199,6 +207,7 @@ impl Worker {
             Request::Flush { reply } => {
                 let _ = reply.send(());
             }
+            Request::Listed { models } => self.store.note_listed(&models),
         }
     }
 

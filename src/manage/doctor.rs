@@ -76,7 +76,7 @@ pub fn tools_of(profile: &Profile) -> Vec<String> {
 
 /// Can files be created in `dir`? (Pi keeps lock files beside `auth.json`: a read-only agent dir
 /// makes Pi itself fail.)
-fn writable(dir: &Path) -> Result<(), String> {
+fn writable(dir: &Path) -> std::io::Result<()> {
     let probe = dir.join(format!(".pi-ccswitch-run-doctor-{}", std::process::id()));
     match std::fs::OpenOptions::new()
         .write(true)
@@ -87,7 +87,7 @@ fn writable(dir: &Path) -> Result<(), String> {
             let _ = std::fs::remove_file(&probe);
             Ok(())
         }
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e),
     }
 }
 
@@ -190,7 +190,7 @@ pub async fn run(
                     false,
                     "Pi lists no available model (check models.json and API keys)",
                 ),
-                Err(e) => Check::new("models", false, e),
+                Err(e) => Check::new("models", false, e.to_string()),
             },
         );
     }

@@ -57,6 +57,8 @@ pub struct FileStore {
     dir: PathBuf,
     lock_wait: Duration,
     cooldown_scale: f64,
+    /// The models Pi lists, when known (see `HealthStore::note_listed`).
+    listed: Option<std::collections::BTreeSet<String>>,
 }
 
 /// What the data file holds.
@@ -84,6 +86,7 @@ impl FileStore {
             dir: agent_dir.to_path_buf(),
             lock_wait: DEFAULT_LOCK_WAIT,
             cooldown_scale: 1.0,
+            listed: None,
         }
     }
 
@@ -228,7 +231,10 @@ impl FileStore {
         let (write, out) = f(&mut health);
         if write {
             scrub_health(&mut health);
-            health.prune(now_ms, &|_, _| true);
+            let listed = self.listed.as_ref();
+            health.prune(now_ms, &|scope, key| {
+                scope != crate::health::Scope::Model || listed.is_none_or(|l| l.contains(key))
+            });
             let stamp = updated_at.map_or(now_ms, |t| t.max(now_ms));
             self.write_state(&health, stamp)?;
             updated_at = Some(stamp);
@@ -363,6 +369,10 @@ impl HealthStore for FileStore {
         edit: &mut dyn FnMut(&mut Health),
     ) -> Result<Loaded, StoreError> {
         FileStore::update(self, now_ms, edit)
+    }
+
+    fn note_listed(&mut self, models: &[String]) {
+        self.listed = Some(models.iter().cloned().collect());
     }
 
     fn diagnose(&mut self, now_ms: u64) -> Vec<Check> {

@@ -42,6 +42,9 @@ pub trait HealthStore: Send {
     ) -> Result<Loaded, StoreError>;
     /// `--doctor`'s checks of this store (reachable, writable, readable).
     fn diagnose(&mut self, now_ms: u64) -> Vec<Check>;
+    /// The models Pi lists now (`provider/id`): when the store must drop records to stay
+    /// bounded, records of models Pi no longer lists go first.
+    fn note_listed(&mut self, _models: &[String]) {}
 }
 
 /// One line of `--doctor`.
