@@ -154,7 +154,10 @@ impl Session {
                     }
                     Action::Progress { line, note } => {
                         let shown = if job.in_batch {
+                            // A breaker is news once per change, not once per job noticing it.
                             note.shown_in_batch()
+                                && (note != Note::Breaker
+                                    || crate::batch::notes::breaker_news(&line))
                         } else {
                             note.shown_in_run()
                         };
@@ -430,7 +433,10 @@ fn pi_warning(line: &str, label: &str, status: &mut StatusLine) {
     if line.starts_with("Warning: No models match pattern") {
         return;
     }
-    let fresh = SEEN.lock().map(|mut s| s.insert(line.to_string())).unwrap_or(true);
+    let fresh = SEEN
+        .lock()
+        .map(|mut s| s.insert(line.to_string()))
+        .unwrap_or(true);
     if fresh {
         status.clear();
         crate::output::error_line(&format!("{label}Pi: {}", with_runner_advice(line)));

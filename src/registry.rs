@@ -49,4 +49,3 @@ pub async fn list_models(
     agent.stop(Duration::from_millis(1000)).await;
     result
 }
-
