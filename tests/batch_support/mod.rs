@@ -31,11 +31,13 @@ pub fn job(i: usize) -> String {
 
 /// The job id a request was for (from its unique prompt), if any.
 pub fn job_of(r: &Request) -> Option<String> {
+    // The prompt ends the user message (attachments come before it).
     let text = r.last_user_text()?;
-    let n = text
-        .strip_prefix("Summarise document ")?
-        .strip_suffix('.')?;
-    Some(format!("doc-{n}"))
+    let (_, tail) = text.rsplit_once("Summarise document ")?;
+    let n = tail.strip_suffix('.')?;
+    n.bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| format!("doc-{n}"))
 }
 
 /// Writes `text` to `name` in the env's temp dir; returns the path as a string.
