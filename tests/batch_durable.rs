@@ -95,6 +95,8 @@ fn killed_three_times_and_resumed_every_job_is_answered_exactly_once() {
         let before: BTreeSet<String> = successes(&complete_lines(&out).0).into_keys().collect();
         let seen = env.llm.requests().len();
         let stderr = env.dir.path().join(format!("stderr-{round}.txt"));
+        let started = Instant::now();
+        let started = Instant::now();
         let mut child = spawn(&env, &args, &stderr);
         if round < 3 {
             // Kill once 5 to 29 more jobs are recorded than at the previous kill.
@@ -137,9 +139,10 @@ fn killed_three_times_and_resumed_every_job_is_answered_exactly_once() {
             );
         }
         eprintln!(
-            "round {round}: {} lines, {} requests",
+            "round {round}: {} lines, {} requests, {:.1} s",
             lines.len(),
-            env.llm.requests().len()
+            env.llm.requests().len(),
+            started.elapsed().as_secs_f64()
         );
     }
     let done = successes(&read_results(&out));
