@@ -413,3 +413,79 @@ fn the_status_line_never_runs_into_a_log_line() {
     }
     assert!(logs >= 2, "{tty:?}");
 }
+
+/// A 2000×1500 JPEG of noise: far over the 1.5 MiB base64 budget, so preparing it means a
+/// decode, a downscale and a re-encode (seconds in a debug build).
+fn noisy_photo() -> Vec<u8> {
+    let (w, h) = (2000u32, 1500u32);
+    let mut state: u32 = 0x2545_f491;
+    let mut raw = vec![0u8; (w * h * 3) as usize];
+    for (i, px) in raw.iter_mut().enumerate() {
+        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        *px = ((i % 251) as u8) / 2 + ((state >> 24) as u8) / 3;
+    }
+    let img = image::RgbImage::from_raw(w, h, raw).expect("pixels");
+    let mut bytes = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut bytes, 90)
+        .encode_image(&img)
+        .expect("encode");
+    bytes
+}
+
+/// Issue 10: while one worker prepares a large image (on the blocking pool), the other keeps
+/// answering: its jobs, under a first-response watchdog shorter than the preparation, never see
+/// a spurious watchdog abort, and several of them are answered before the image is sent.
+#[test]
+fn a_large_image_in_one_job_does_not_hold_up_the_other_worker() {
+    let mut env = TestEnv::new(
+        PI_MIN,
+        &[ProviderSpec::new("v", "a", vec![ModelSpec::vision("m")])],
+    );
+    env.env("CCSWITCH_FIRST_RESPONSE_MS", "2000");
+    env.llm.set_default(Behaviour::Ok.delayed(200));
+    std::fs::write(env.cwd.join("photo.jpg"), noisy_photo()).unwrap();
+    let mut input = String::new();
+    for i in 0..4 {
+        input.push_str(&job(i));
+    }
+    input.push_str(
+        "{\"id\":\"img\",\"prompt\":\"Describe the photo.\",\"files\":[\"photo.jpg\"]}\n",
+    );
+    for i in 4..12 {
+        input.push_str(&job(i));
+    }
+    let out = batch_stdin(
+        &env,
+        &["--jobs", "2", "--no-tools", "--provider", "v", "--model", "m"],
+        input.as_bytes(),
+    );
+    out.assert_success();
+    let rs = out.json_lines();
+    assert_eq!(rs.len(), 13);
+    for r in &rs {
+        assert_eq!(
+            r["attempts"].as_array().map(Vec::len),
+            Some(1),
+            "a job needed more than one attempt (a watchdog abort?): {r}\n{}",
+            out.stderr
+        );
+    }
+    let reqs = env.llm.requests();
+    let image_at = reqs
+        .iter()
+        .find(|r| !r.images.is_empty())
+        .expect("the image request")
+        .at;
+    let later_jobs_before_image = reqs
+        .iter()
+        .filter(|r| r.at < image_at)
+        .filter_map(job_of)
+        .filter(|j| j.strip_prefix("doc-").and_then(|n| n.parse::<usize>().ok()) >= Some(4))
+        .count();
+    assert!(
+        later_jobs_before_image >= 3,
+        "the other worker answered only {later_jobs_before_image} jobs while the image was \
+         prepared\n{}",
+        out.dump()
+    );
+}
