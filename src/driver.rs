@@ -154,10 +154,8 @@ impl Session {
                     }
                     Action::Progress { line, note } => {
                         let shown = if job.in_batch {
-                            // A breaker is news once per change, not once per job noticing it.
-                            note.shown_in_batch()
-                                && (note != Note::Breaker
-                                    || crate::batch::notes::breaker_news(&line))
+                            // A breaker change or a warning is news once, not once per job.
+                            note.shown_in_batch() && crate::batch::notes::news(note, &line)
                         } else {
                             note.shown_in_run()
                         };

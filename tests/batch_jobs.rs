@@ -456,7 +456,15 @@ fn a_large_image_in_one_job_does_not_hold_up_the_other_worker() {
     }
     let out = batch_stdin(
         &env,
-        &["--jobs", "2", "--no-tools", "--provider", "v", "--model", "m"],
+        &[
+            "--jobs",
+            "2",
+            "--no-tools",
+            "--provider",
+            "v",
+            "--model",
+            "m",
+        ],
         input.as_bytes(),
     );
     out.assert_success();

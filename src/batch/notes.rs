@@ -1,11 +1,17 @@
 //! Quiet stderr for batches: a breaker that opens or closes is news once, not once per job that
 //! noticed it. Several workers (each job with its own copy of the health it loaded) see the
 //! same 402 or the same closing success; without `-v` the batch prints one `breaker open: …`
-//! line when a breaker opens and one `breaker closed: …` when it closes again. No I/O; the
-//! process-wide memory of what was last said is bounded by the number of breakers.
+//! line when a breaker opens and one `breaker closed: …` when it closes again. A warning about
+//! the configuration (a `--models` pattern that matches nothing) is the same for every job and
+//! is said once. No I/O; the process-wide memory of what was said is bounded.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
+
+use crate::failover::Note;
+
+/// At most this many distinct warnings are remembered.
+const MAX_WARNINGS: usize = 256;
 
 /// At most this many breakers are remembered; past it the memory starts afresh (a repeated
 /// line is the worst that can happen).
@@ -41,12 +47,35 @@ impl BreakerLines {
     }
 }
 
-static SAID: Mutex<Option<BreakerLines>> = Mutex::new(None);
+/// What this batch has said so far.
+#[derive(Debug, Default)]
+pub struct Said {
+    breakers: BreakerLines,
+    warnings: HashSet<String>,
+}
 
-/// [`BreakerLines::news`] over the one memory every worker of this process shares.
-pub fn breaker_news(line: &str) -> bool {
+impl Said {
+    /// Whether a progress line of this kind (without its job label) is news for the batch.
+    pub fn news(&mut self, note: Note, line: &str) -> bool {
+        match note {
+            Note::Breaker => self.breakers.news(line),
+            Note::Warning => {
+                if self.warnings.len() >= MAX_WARNINGS {
+                    self.warnings.clear();
+                }
+                self.warnings.insert(line.to_string())
+            }
+            _ => true,
+        }
+    }
+}
+
+static SAID: Mutex<Option<Said>> = Mutex::new(None);
+
+/// [`Said::news`] over the one memory every worker of this process shares.
+pub fn news(note: Note, line: &str) -> bool {
     let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
-    said.get_or_insert_with(BreakerLines::default).news(line)
+    said.get_or_insert_with(Said::default).news(note, line)
 }
 
 #[cfg(test)]
@@ -67,6 +96,18 @@ mod tests {
             "other lines always pass"
         );
         assert!(b.news("switch prim/m → back/m (quota)"));
+    }
+
+    #[test]
+    fn a_warning_is_said_once_and_other_notes_always() {
+        let mut s = Said::default();
+        let w = "warning: --models pattern 'zai/*' matches none of Pi's available models";
+        assert!(s.news(Note::Warning, w));
+        assert!(!s.news(Note::Warning, w));
+        assert!(s.news(Note::Wait, "every candidate is cooling down; waiting 2s"));
+        assert!(s.news(Note::Wait, "every candidate is cooling down; waiting 2s"));
+        assert!(s.news(Note::Breaker, "breaker open: provider p (quota) for 30 min"));
+        assert!(!s.news(Note::Breaker, "breaker open: provider p (quota) for 30 min"));
     }
 
     #[test]
