@@ -497,3 +497,43 @@ fn a_large_image_in_one_job_does_not_hold_up_the_other_worker() {
         out.dump()
     );
 }
+
+/// A `--models` scope that selects nothing, or an unknown provider: found by the first job, it
+/// stops the batch with one message; nothing is recorded and nothing is sent.
+#[test]
+fn a_configuration_that_cannot_work_stops_the_batch_with_one_message() {
+    let env = TestEnv::new(PI_MIN, &providers());
+    let out_file = env.dir.path().join("out.jsonl");
+    let jobs_file = write_file(&env, "jobs.jsonl", &jobs(10));
+    for (flags, warnings, phrase) in [
+        (
+            vec!["--models", "nothing/*"],
+            // The pattern's own warning, once for the batch (not once per worker).
+            1,
+            "pi-ccswitch-run: batch stopped: --models 'nothing/*' selects none of Pi's available models",
+        ),
+        (
+            vec!["--provider", "nope"],
+            0,
+            "pi-ccswitch-run: batch stopped: unknown provider 'nope'",
+        ),
+    ] {
+        let mut args = vec![
+            "--batch",
+            &jobs_file,
+            "--jobs",
+            "2",
+            "--no-tools",
+            "--output",
+            out_file.to_str().unwrap(),
+        ];
+        args.extend(flags);
+        let out = env.run(args);
+        out.assert_code(2).assert_stdout_empty();
+        let lines = out.stderr_lines();
+        assert_eq!(lines.len(), 1 + warnings, "{}", out.dump());
+        assert!(lines[warnings].starts_with(phrase), "{}", out.dump());
+        assert_eq!(std::fs::read(&out_file).unwrap(), b"", "nothing recorded");
+    }
+    assert_eq!(env.llm.requests().len(), 0);
+}
