@@ -97,7 +97,7 @@ fn streaming(pi: &pi_env::PiInstall, dir: &std::path::Path, llm: &FakeLlm) {
     let mut mine = 0;
     for i in 0..STREAM_LINES {
         let id = format!("report-{i:06}");
-        if fnv1a64(id.as_bytes()) % STREAM_SHARDS == 0 {
+        if fnv1a64(id.as_bytes()).is_multiple_of(STREAM_SHARDS) {
             mine += 1;
         }
         writeln!(

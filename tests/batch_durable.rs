@@ -96,7 +96,6 @@ fn killed_three_times_and_resumed_every_job_is_answered_exactly_once() {
         let seen = env.llm.requests().len();
         let stderr = env.dir.path().join(format!("stderr-{round}.txt"));
         let started = Instant::now();
-        let started = Instant::now();
         let mut child = spawn(&env, &args, &stderr);
         if round < 3 {
             // Kill once 5 to 29 more jobs are recorded than at the previous kill.
