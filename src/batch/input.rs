@@ -342,6 +342,37 @@ mod tests {
         ));
     }
 
+    proptest::proptest! {
+        #![proptest_config(crate::fuzz::config(300))]
+
+        /// Across the N shards of one input, every line is run (or reported) by exactly one.
+        #[test]
+        fn shards_partition_any_input(
+            lines in proptest::collection::vec(
+                proptest::prop_oneof![
+                    "\\{\"id\":\"[a-c]{0,2}\",\"prompt\":\"p\"\\}",
+                    "\\{\"id\":[0-9]{1,2},\"prompt\":\"p\"\\}",
+                    "\\{\"id\":\"[a-c]\"\\}",
+                    "[ -~]{0,12}",
+                ],
+                0..30,
+            ),
+            count in 1u64..5,
+        ) {
+            let parsed: Vec<_> = lines.iter().map(|l| jobs::parse_line(l.as_bytes())).collect();
+            let mut owners = vec![0usize; lines.len()];
+            for index in 0..count {
+                let mut f = Filter::new(Some(Shard { index, count }), None, String::new());
+                for (n, p) in parsed.iter().enumerate() {
+                    if matches!(f.decide(n as u64 + 1, p.clone()), Decision::Run(_)) {
+                        owners[n] += 1;
+                    }
+                }
+            }
+            proptest::prop_assert!(owners.iter().all(|o| *o == 1), "{:?} {:?}", lines, owners);
+        }
+    }
+
     #[test]
     fn the_reader_streams_with_line_numbers_a_bom_and_blank_lines() {
         let input = b"\xEF\xBB\xBF{\"id\":1,\"prompt\":\"a\"}\n\n  \r\n{\"id\":2,\"prompt\":\"b\"}\r\n{\"id\":3";

@@ -195,6 +195,7 @@ impl Recorded {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::strategy::Strategy as _;
 
     fn hash(id: &str) -> u64 {
         JobId::from_value(&Value::String(id.to_string()))
@@ -284,6 +285,30 @@ mod tests {
             err.ends_with("is a symlink; give the real path of the file"),
             "{err}"
         );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(crate::fuzz::config(2000))]
+
+        /// Whatever FILE holds, reading it back never panics, and a line is either taken into
+        /// account or counted as malformed.
+        #[test]
+        fn any_line_is_read_without_panicking(
+            lines in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::collection::vec(proptest::arbitrary::any::<u8>(), 0..80),
+                    "\\{\"id\":(\"[a-z0-9]{0,4}\"|[0-9]{1,3}|null|1\\.5),\"ok\":(true|false|1),\"input_hash\":(null|\"[0-9a-f]{16}\"|\"x\")\\}"
+                        .prop_map(String::into_bytes),
+                ],
+                0..20,
+            )
+        ) {
+            let mut r = Recorded::default();
+            for l in &lines {
+                r.apply(l);
+            }
+            proptest::prop_assert!(r.malformed as usize + r.answered() <= lines.len());
+        }
     }
 
     #[test]
