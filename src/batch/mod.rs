@@ -418,3 +418,119 @@ async fn work(
     }
     worker.stop().await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::jobs::Invalid;
+
+    fn shared(workers: usize, items: usize) -> Shared {
+        let (tx, rx) = mpsc::channel(items.max(1));
+        for i in 0..items {
+            let invalid = Invalid {
+                id: None,
+                reason: "x".to_string(),
+            };
+            tx.try_send(Item::Invalid {
+                index: i,
+                number: i as u64 + 1,
+                invalid,
+            })
+            .expect("room");
+        }
+        let plan = Plan {
+            pi_command: "pi".into(),
+            base_args: Vec::new(),
+            profile: crate::cli::Profile::default(),
+            config: crate::failover::Config {
+                first_response: Duration::from_secs(1),
+                stall: Duration::from_secs(1),
+                round_limit: Duration::from_secs(1),
+                cooldown_scale: 1.0,
+                models_scope: None,
+                provider: None,
+                model: None,
+                wait: false,
+            },
+            timeout: Duration::from_secs(1),
+            verbose: 0,
+            thinking: None,
+            complexity: None,
+            workers,
+        };
+        Shared {
+            plan,
+            items: Mutex::new(rx),
+            stop: watch::channel(None).0,
+            interrupt: watch::channel(None).0,
+            printed: watch::channel(0).0,
+            ordered: true,
+        }
+    }
+
+    fn index(item: Option<Item>) -> Option<usize> {
+        match item? {
+            Item::Job { index, .. } | Item::Invalid { index, .. } => Some(index),
+        }
+    }
+
+    async fn settle() {
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// In input order, a worker takes job i only once i < next to print + 4 × workers + 64.
+    #[test]
+    fn workers_wait_for_their_turn_within_the_window() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async {
+            let shared = Rc::new(shared(1, 70));
+            for i in 0..68 {
+                assert_eq!(index(shared.next_item().await), Some(i));
+            }
+            let s = Rc::clone(&shared);
+            let waiting = tokio::task::spawn_local(async move { index(s.next_item().await) });
+            settle().await;
+            assert!(
+                !waiting.is_finished(),
+                "job 68 starts before job 0 is printed"
+            );
+            shared.printed.send_replace(1);
+            assert_eq!(waiting.await.expect("task"), Some(68));
+            // A stop releases a waiting worker without a job.
+            let s = Rc::clone(&shared);
+            let waiting = tokio::task::spawn_local(async move { index(s.next_item().await) });
+            settle().await;
+            assert!(!waiting.is_finished());
+            shared.halt(Stop::Closed);
+            assert_eq!(waiting.await.expect("task"), None);
+            assert_eq!(
+                *shared.interrupt.borrow(),
+                None,
+                "a closed stdout cuts no job short"
+            );
+            shared.halt(Stop::Setup("x".into()));
+            assert_eq!(
+                *shared.stop.borrow(),
+                Some(Stop::Closed),
+                "the first reason stands"
+            );
+        });
+    }
+
+    /// A setup problem cuts the jobs in flight short, as a signal does.
+    #[test]
+    fn a_setup_problem_interrupts_the_jobs_in_flight() {
+        let s = shared(2, 0);
+        s.halt(Stop::Setup("pi not found".into()));
+        assert_eq!(*s.interrupt.borrow(), Some(Interrupt::Term));
+        assert_eq!(*s.stop.borrow(), Some(Stop::Setup("pi not found".into())));
+        let s = shared(2, 0);
+        s.halt(Stop::Signal(Interrupt::Int));
+        assert_eq!(*s.interrupt.borrow(), Some(Interrupt::Int));
+    }
+}
