@@ -225,6 +225,7 @@ impl Worker {
         let mut args = job_profile(&plan.profile, spec).args();
         args.extend(plan.base_args.iter().cloned());
         let mut quiet = StatusLine::disabled();
+        let mut start_failures = 0;
         // A Pi that dies mid-job is restarted and the job retried once, on the same terms.
         for attempt in 0..2 {
             if self
@@ -261,7 +262,8 @@ impl Worker {
                 && report.exit == Exit::Error
                 && interrupt.borrow().is_none()
                 && attempt == 0;
-            if report.pi_start_failed && attempt == 1 {
+            start_failures += u32::from(report.pi_start_failed);
+            if start_failures == 2 {
                 // Pi died before answering anything, twice in a row: it cannot start here (too
                 // old a Node, a broken install). With the batch's own flags no job can fare
                 // better; with this job's own system prompt or tools, only this job fails.
