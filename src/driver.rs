@@ -431,10 +431,7 @@ fn pi_warning(line: &str, label: &str, status: &mut StatusLine) {
     if line.starts_with("Warning: No models match pattern") {
         return;
     }
-    let fresh = SEEN
-        .lock()
-        .map(|mut s| s.insert(line.to_string()))
-        .unwrap_or(true);
+    let fresh = SEEN.lock().map(|mut s| s.insert(line.to_string())).unwrap_or(true);
     if fresh {
         status.clear();
         crate::output::error_line(&format!("{label}Pi: {}", with_runner_advice(line)));

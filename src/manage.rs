@@ -242,11 +242,7 @@ pub fn reactivate(health: &mut Health, target: &str, models: &[ModelInfo], now_m
 }
 
 /// Runs a management mode. `json` selects JSON output where it applies.
-pub async fn run(
-    mode: &crate::cli::Manage,
-    settings: &Settings,
-    inv: &crate::cli::Invocation,
-) -> Exit {
+pub async fn run(mode: &crate::cli::Manage, settings: &Settings, inv: &crate::cli::Invocation) -> Exit {
     let pi_args = &inv.pi_args();
     let json = inv.json;
     use crate::cli::{Manage as Mode, Target};
@@ -455,30 +451,28 @@ async fn doctor(
         )
     });
     if pi_path.is_some() {
-        checks.push(
-            match crate::registry::list_models(&settings.pi_command, pi_args).await {
-                Ok(m) if !m.is_empty() => (
-                    true,
-                    "models",
-                    format!(
-                        "{} available: {}",
-                        m.len(),
-                        m.iter()
-                            .map(ModelInfo::key)
-                            .take(8)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                            + if m.len() > 8 { ", …" } else { "" }
-                    ),
+        checks.push(match crate::registry::list_models(&settings.pi_command, pi_args).await {
+            Ok(m) if !m.is_empty() => (
+                true,
+                "models",
+                format!(
+                    "{} available: {}",
+                    m.len(),
+                    m.iter()
+                        .map(ModelInfo::key)
+                        .take(8)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                        + if m.len() > 8 { ", …" } else { "" }
                 ),
-                Ok(_) => (
-                    false,
-                    "models",
-                    "Pi lists no available model (check models.json and API keys)".to_string(),
-                ),
-                Err(e) => (false, "models", e),
-            },
-        );
+            ),
+            Ok(_) => (
+                false,
+                "models",
+                "Pi lists no available model (check models.json and API keys)".to_string(),
+            ),
+            Err(e) => (false, "models", e),
+        });
     }
     checks.push(match store.load(clock::now().wall_ms) {
         Ok(l) if l.warnings.is_empty() => (

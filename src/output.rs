@@ -178,11 +178,7 @@ pub fn result_json(report: &Report) -> Value {
 }
 
 /// `--explain --json`.
-pub fn explanation_json(
-    e: &Explanation,
-    thinking_source: &str,
-    attachments: (usize, usize),
-) -> Value {
+pub fn explanation_json(e: &Explanation, thinking_source: &str, attachments: (usize, usize)) -> Value {
     let mut v = serde_json::to_value(e).unwrap_or(Value::Null);
     if let Some(obj) = v.as_object_mut() {
         obj.insert("thinking_source".to_string(), json!(thinking_source));
@@ -193,11 +189,7 @@ pub fn explanation_json(
 }
 
 /// `--explain` for people.
-pub fn explanation_text(
-    e: &Explanation,
-    thinking_source: &str,
-    attachments: (usize, usize),
-) -> String {
+pub fn explanation_text(e: &Explanation, thinking_source: &str, attachments: (usize, usize)) -> String {
     let mut out = String::new();
     out.push_str(&format!("start model: {}", e.start_model));
     match &e.start_skipped {

@@ -49,3 +49,4 @@ pub async fn list_models(
     agent.stop(Duration::from_millis(1000)).await;
     result
 }
+

@@ -70,8 +70,14 @@ pub async fn run(
             "{}\n",
             output::explanation_json(e, &thinking_source, attachments)
         )),
-        Some(e) => output::stdout_text(&output::explanation_text(e, &thinking_source, attachments)),
-        None if inv.json => output::stdout_text(&format!("{}\n", output::result_json(&report))),
+        Some(e) => output::stdout_text(&output::explanation_text(
+            e,
+            &thinking_source,
+            attachments,
+        )),
+        None if inv.json => {
+            output::stdout_text(&format!("{}\n", output::result_json(&report)))
+        }
         None => match &report.answer {
             Some(answer) => output::answer(answer),
             None => Ok(()),

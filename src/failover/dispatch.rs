@@ -135,9 +135,7 @@ impl Machine {
         } else {
             (self.prompt.clone(), self.images.clone())
         };
-        self.wire
-            .queue
-            .push_back(Command::Prompt { message, images });
+        self.wire.queue.push_back(Command::Prompt { message, images });
         self.run_queue();
     }
 
@@ -189,10 +187,7 @@ impl Machine {
             keys,
         });
         for breaker in closing {
-            self.note(
-                Note::Breaker,
-                format!("breaker closed: {breaker} (answered)"),
-            );
+            self.note(Note::Breaker, format!("breaker closed: {breaker} (answered)"));
         }
         self.attempt.open = false;
         self.attempts.push(super::machine::Attempt {

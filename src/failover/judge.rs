@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::candidates::{self, Filter, family};
 use super::classify::{Classification, FailureClass, Scope};
-use super::machine::WAIT_POLL;
 use super::machine::{Attempt, Machine, Note, Outcome, Phase, Plan, Redispatch, SwitchReason};
+use super::machine::WAIT_POLL;
 use super::reopen::{self, Availability, RetryHint, human_ms};
 use super::start::estimate_tokens;
 use crate::catalog::ModelInfo;
@@ -138,8 +138,10 @@ impl Machine {
                 return;
             }
             FailureClass::ContentPolicy => {
-                self.avoided_families
-                    .insert(family(model), format!("{} refused the content", keys.model));
+                self.avoided_families.insert(
+                    family(model),
+                    format!("{} refused the content", keys.model),
+                );
             }
             FailureClass::Endpoint => {
                 let n = self
@@ -325,10 +327,7 @@ impl Machine {
         let Some(current) = self.current.clone() else {
             return self.finish(Outcome::Fatal("no current model".to_string()));
         };
-        let current_ok = self
-            .static_candidates()
-            .iter()
-            .any(|m| m.key() == current.key())
+        let current_ok = self.static_candidates().iter().any(|m| m.key() == current.key())
             && self
                 .health
                 .blocked(&current, now.wall_ms, &self.own_leases)
@@ -340,10 +339,7 @@ impl Machine {
         };
         match next {
             Some(model) => {
-                self.note(
-                    Note::Wait,
-                    format!("{} is usable again; resuming", model.key()),
-                );
+                self.note(Note::Wait, format!("{} is usable again; resuming", model.key()));
                 self.phase = Phase::Dispatching;
                 self.go_to(now, model, mode, SwitchReason::Reopened);
             }

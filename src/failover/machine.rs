@@ -155,27 +155,16 @@ impl Note {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// Write this command to Pi with this id.
-    Send {
-        id: String,
-        command: Command,
-    },
+    Send { id: String, command: Command },
     /// Claim the half-open probe lease of a breaker (a `health::probe_target`), then call
     /// `handle_probe_result`.
-    ClaimProbe {
-        target: String,
-    },
+    ClaimProbe { target: String },
     /// Persist this health change; the merged result comes back through `handle_health(seq, ..)`.
-    Record {
-        seq: u64,
-        delta: Delta,
-    },
+    Record { seq: u64, delta: Delta },
     /// Read shared health again and pass it to `handle_health_reloaded` (while waiting).
     ReloadHealth,
     /// A line for stderr (already without secrets except error text, which the driver redacts).
-    Progress {
-        line: String,
-        note: Note,
-    },
+    Progress { line: String, note: Note },
     Finish(Outcome),
 }
 
@@ -634,11 +623,7 @@ impl Machine {
 
     pub fn handle_timeout(&mut self, now: Now) {
         self.wire.last_now = Some(now.instant);
-        if self
-            .wire
-            .response_deadline
-            .is_some_and(|t| now.instant >= t)
-        {
+        if self.wire.response_deadline.is_some_and(|t| now.instant >= t) {
             self.finish(Outcome::Fatal(format!(
                 "Pi did not answer a command within {} s (is it wedged?)",
                 RESPONSE_TIMEOUT.as_secs()

@@ -151,10 +151,14 @@ impl Machine {
     /// A start model cooling down after a content-policy refusal keeps its family out of this
     /// run too: a re-run of the same document would be refused the same way by its relatives.
     fn avoid_refused_family(&mut self, now: Now, start: &ModelInfo) {
-        let refused = self.health.models.get(&start.key()).is_some_and(|r| {
-            r.cooling(now.wall_ms)
-                && r.last_class.as_deref() == Some(FailureClass::ContentPolicy.as_str())
-        });
+        let refused = self
+            .health
+            .models
+            .get(&start.key())
+            .is_some_and(|r| {
+                r.cooling(now.wall_ms)
+                    && r.last_class.as_deref() == Some(FailureClass::ContentPolicy.as_str())
+            });
         if refused {
             self.avoided_families.insert(
                 family(start),
@@ -187,12 +191,7 @@ impl Machine {
 
     /// `--explain`: the candidate order exactly as a failover from the start model would rank
     /// it, and every other model with why it is left out.
-    fn explanation(
-        &self,
-        now: Now,
-        start: &ModelInfo,
-        start_skipped: Option<String>,
-    ) -> Explanation {
+    fn explanation(&self, now: Now, start: &ModelInfo, start_skipped: Option<String>) -> Explanation {
         let avoided: Vec<(String, String)> = self
             .avoided_families
             .iter()
