@@ -3,7 +3,11 @@
 //! `--jobs 1`, and `--batch` with `--jobs 2` — with the ratios against the baseline, and the
 //! runner's own peak memory (VmHWM of the runner process; Pi's processes excluded).
 //!
-//! Run: `cargo bench --bench batch` (add `-- N` for another job count).
+//! A second case streams a 200,000-line job file through `--shard 0/4000 --output FILE` (about
+//! 50 jobs run): the runner's peak memory must stay under 15 MiB however long the input.
+//!
+//! Run: `cargo bench --bench batch` (add `-- N` for another job count; `-- shard` for the
+//! streaming case only).
 
 #![allow(clippy::disallowed_methods)]
 
@@ -72,11 +76,83 @@ fn wait_peak_kb(mut child: Child) -> (std::process::Output, u64) {
     )
 }
 
+/// Lines in the streaming case's job file, and its shard count.
+const STREAM_LINES: usize = 200_000;
+const STREAM_SHARDS: u64 = 4000;
+/// The streaming case's budget for the runner's peak RSS.
+const STREAM_BUDGET_KB: u64 = 15 * 1024;
+
+/// FNV-1a 64, as README documents it for `--shard`.
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// 200,000 jobs (about 150 bytes each) streamed through `--shard 0/4000 --output FILE`.
+fn streaming(pi: &pi_env::PiInstall, dir: &std::path::Path, llm: &FakeLlm) {
+    let jobs_path = dir.join("big.jsonl");
+    let out_path = dir.join("big-results.jsonl");
+    let mut file = std::io::BufWriter::new(std::fs::File::create(&jobs_path).expect("job file"));
+    let mut mine = 0;
+    for i in 0..STREAM_LINES {
+        let id = format!("report-{i:06}");
+        if fnv1a64(id.as_bytes()).is_multiple_of(STREAM_SHARDS) {
+            mine += 1;
+        }
+        writeln!(
+            file,
+            "{{\"id\":\"{id}\",\"prompt\":\"Summarise report {i} of the quarterly series in five \
+             bullet points, plain text, no preamble.\"}}"
+        )
+        .expect("write job");
+    }
+    file.flush().expect("flush");
+    drop(file);
+    let bytes = std::fs::metadata(&jobs_path).expect("size").len();
+    let before = llm.requests().len();
+    let mut cmd = base(pi, dir);
+    cmd.args(["--batch", jobs_path.to_str().expect("utf-8"), "--jobs", "2"])
+        .args(["--shard", &format!("0/{STREAM_SHARDS}")])
+        .args(["--output", out_path.to_str().expect("utf-8")]);
+    let t = Instant::now();
+    let (out, peak) = wait_peak_kb(cmd.spawn().expect("spawn"));
+    let took = t.elapsed();
+    assert!(out.status.success(), "the sharded batch failed");
+    let results = std::fs::read_to_string(&out_path).expect("results");
+    assert_eq!(
+        results.lines().count(),
+        mine,
+        "one result per job of the shard"
+    );
+    assert_eq!(
+        llm.requests().len() - before,
+        mine,
+        "every job of the shard reached the model"
+    );
+    println!(
+        "\n{STREAM_LINES}-line job file ({:.1} MiB), `--shard 0/{STREAM_SHARDS} --output FILE --jobs 2`: \
+         {mine} jobs run\n",
+        bytes as f64 / (1024.0 * 1024.0)
+    );
+    println!("| input lines | jobs run | wall time | runner peak RSS | budget |");
+    println!("|---|---|---|---|---|");
+    println!(
+        "| {STREAM_LINES} | {mine} | {:.1} s | {:.1} MiB | {:.0} MiB |",
+        took.as_secs_f64(),
+        peak as f64 / 1024.0,
+        STREAM_BUDGET_KB as f64 / 1024.0
+    );
+    assert!(
+        peak < STREAM_BUDGET_KB,
+        "peak RSS {peak} kB is over the {STREAM_BUDGET_KB} kB budget"
+    );
+}
+
 fn main() {
-    let n: usize = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(100);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let only_streaming = args.iter().any(|a| a == "shard");
+    let n: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(100);
     let pi = pi_env::pi(pi_env::PI_MIN);
     let dir = tempfile::tempdir().expect("temp dir");
     let llm = FakeLlm::start();
@@ -85,6 +161,10 @@ fn main() {
         &llm,
         &[ProviderSpec::new("fake-a", "a", vec![ModelSpec::text("m")])],
     );
+    if only_streaming {
+        streaming(pi, dir.path(), &llm);
+        return;
+    }
     let jobs: String = (0..n)
         .map(|i| format!("{{\"id\":{i},\"prompt\":\"Summarise document {i}.\"}}\n"))
         .collect();
@@ -147,4 +227,5 @@ fn main() {
         s(separate) / s(two),
         peak_two as f64 / 1024.0
     );
+    streaming(pi, dir.path(), &llm);
 }

@@ -134,7 +134,9 @@ fn fifty_jobs(v: &str) {
 fn killing_pi_mid_batch_loses_no_job() {
     let env = TestEnv::new(PI_MIN, &providers());
     env.llm.set_default(Behaviour::Slow);
-    let child = spawn_batch(&env, 4, "2");
+    // One worker: the Pi killed is the one whose request is in flight (a Pi killed while still
+    // starting is restarted without a word, like one that cannot start).
+    let child = spawn_batch(&env, 4, "1");
     env.llm.wait_requests(1, Duration::from_secs(30));
     let runner = child.id();
     let pis: Vec<u32> = pids_with_env_marker(&env.marker())

@@ -1,0 +1,307 @@
+//! One line of a `--batch` job file → a job, or why it is not one (keeping the line's id
+//! whenever it had a usable one), and the batch's exit code. Pure: no I/O, no clock.
+//!
+//! A job line is a JSON object: `id` (a string or an integer, required), `prompt` (required),
+//! `files` (paths, as for `@file`), `system` (the job's system prompt), `tools` (the job's
+//! tool allowlist). Anything else is refused, so a typo such as `promt` is never ignored.
+
+use std::borrow::Cow;
+
+use serde_json::{Map, Value};
+
+use super::shard::{Fnv, fnv1a64};
+use crate::exit::Exit;
+use crate::signals::Interrupt;
+
+/// The longest job line read; a longer one is refused as soon as it passes this.
+pub const MAX_LINE: usize = 32 * 1024 * 1024;
+
+/// The fields a job line may have.
+const FIELDS: [&str; 5] = ["id", "prompt", "files", "system", "tools"];
+
+/// A job's id: a JSON string or integer, echoed as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobId(Value);
+
+impl JobId {
+    /// A usable id, or why `v` is not one.
+    pub fn from_value(v: &Value) -> Result<JobId, String> {
+        match v {
+            Value::String(_) => Ok(JobId(v.clone())),
+            // Integers only: a float id would not survive the round trip (1e2 vs 100).
+            Value::Number(n) if n.is_i64() || n.is_u64() => Ok(JobId(v.clone())),
+            Value::Number(n) => {
+                // Without arbitrary precision, integers past u64 arrive as floats.
+                let big = n
+                    .as_f64()
+                    .is_some_and(|f| f.is_finite() && f.fract() == 0.0 && f.abs() >= 9.2e18);
+                Err(if big {
+                    "\"id\" is too large for an integer id (use a string)".to_string()
+                } else {
+                    format!("\"id\" must be a string or an integer (got {n})")
+                })
+            }
+            other => Err(format!(
+                "\"id\" must be a string or an integer (got {})",
+                kind(other)
+            )),
+        }
+    }
+
+    /// The id as written (for results).
+    pub fn value(&self) -> &Value {
+        &self.0
+    }
+
+    /// The text that names the job for sharding and resuming: a string's UTF-8 bytes, an
+    /// integer's decimal digits (so `7` and `"7"` are the same id).
+    pub fn canonical(&self) -> Cow<'_, str> {
+        match &self.0 {
+            Value::String(s) => Cow::Borrowed(s),
+            other => Cow::Owned(other.to_string()),
+        }
+    }
+
+    /// FNV-1a 64 of [`JobId::canonical`].
+    pub fn hash(&self) -> u64 {
+        fnv1a64(self.canonical().as_bytes())
+    }
+
+    /// `job doc-7` for messages.
+    pub fn label(&self) -> String {
+        format!("job {}", self.canonical())
+    }
+}
+
+/// A valid job line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobSpec {
+    pub id: JobId,
+    pub prompt: String,
+    pub files: Vec<String>,
+    /// Replaces `--system-prompt` for this job.
+    pub system: Option<String>,
+    /// Replaces `--tools`/`--no-tools`/`--no-builtin-tools` for this job (`[]`: no tools).
+    pub tools: Option<Vec<String>>,
+}
+
+impl JobSpec {
+    /// FNV-1a 64 of the job's canonical input: the compact JSON text of
+    /// `[prompt, files, system, tools]` (absent `system`/`tools` as `null`). It covers what the
+    /// line says, not the contents of its files.
+    pub fn input_hash(&self) -> u64 {
+        let mut h = Fnv::new();
+        let input = (&self.prompt, &self.files, &self.system, &self.tools);
+        // Serializing strings and lists into a hasher cannot fail.
+        let _ = serde_json::to_writer(&mut h, &input);
+        h.finish()
+    }
+}
+
+/// A line that is not a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    /// The line's id when it had a usable one (its result carries it, its shard reports it).
+    pub id: Option<JobId>,
+    /// What is wrong, without the line number.
+    pub reason: String,
+}
+
+impl Invalid {
+    fn new(id: Option<JobId>, reason: impl Into<String>) -> Invalid {
+        Invalid {
+            id,
+            reason: reason.into(),
+        }
+    }
+
+    /// The message for results and stderr.
+    pub fn message(&self, number: u64) -> String {
+        format!("input line {number}: {}", self.reason)
+    }
+}
+
+/// Parses one non-blank job line (without its `\n`; a leading BOM already removed).
+pub fn parse_line(line: &[u8]) -> Result<JobSpec, Invalid> {
+    let text = std::str::from_utf8(line).map_err(|e| {
+        Invalid::new(
+            None,
+            format!(
+                "not UTF-8 text (first invalid byte at column {})",
+                e.valid_up_to() + 1
+            ),
+        )
+    })?;
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        // serde says "at line 1 column 5"; the file's line number is ours to give.
+        let full = e.to_string();
+        let what = full
+            .rsplit_once(" at line ")
+            .map_or(full.as_str(), |(m, _)| m);
+        Invalid::new(
+            None,
+            format!(
+                "not valid JSON: {what} at column {} of that line",
+                e.column()
+            ),
+        )
+    })?;
+    let Value::Object(mut obj) = value else {
+        return Err(Invalid::new(
+            None,
+            format!("a job must be a JSON object (got {})", kind(&value)),
+        ));
+    };
+    let id = match obj.get("id") {
+        None => return Err(Invalid::new(None, "\"id\" is missing")),
+        Some(v) => JobId::from_value(v).map_err(|e| Invalid::new(None, e))?,
+    };
+    let fail = |reason: String| Invalid::new(Some(id.clone()), reason);
+    if let Some(key) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        return Err(fail(format!(
+            "unknown field {key:?} (a job has {})",
+            FIELDS.join(", ")
+        )));
+    }
+    let prompt = match obj.remove("prompt") {
+        None => return Err(fail("\"prompt\" is missing".to_string())),
+        Some(Value::String(p)) if p.trim().is_empty() => {
+            return Err(fail("\"prompt\" is empty".to_string()));
+        }
+        Some(Value::String(p)) => p,
+        Some(other) => {
+            return Err(fail(format!(
+                "\"prompt\" must be a string (got {})",
+                kind(&other)
+            )));
+        }
+    };
+    let files = files(&mut obj).map_err(fail)?;
+    let system = match obj.remove("system") {
+        None => None,
+        Some(Value::String(s)) if s.trim().is_empty() => {
+            return Err(fail(
+                "\"system\" is empty (leave it out for the default)".to_string(),
+            ));
+        }
+        Some(Value::String(s)) => Some(s),
+        Some(other) => {
+            return Err(fail(format!(
+                "\"system\" must be a string (got {})",
+                kind(&other)
+            )));
+        }
+    };
+    let tools = tools(&mut obj).map_err(fail)?;
+    Ok(JobSpec {
+        id,
+        prompt,
+        files,
+        system,
+        tools,
+    })
+}
+
+fn strings(field: &str, v: Value) -> Result<Vec<String>, String> {
+    let Value::Array(items) = v else {
+        return Err(format!(
+            "\"{field}\" must be a list of strings (got {})",
+            kind(&v)
+        ));
+    };
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| match item {
+            Value::String(s) => Ok(s),
+            other => Err(format!(
+                "{field}[{i}] must be a string (got {})",
+                kind(&other)
+            )),
+        })
+        .collect()
+}
+
+fn files(obj: &mut Map<String, Value>) -> Result<Vec<String>, String> {
+    let Some(v) = obj.remove("files") else {
+        return Ok(Vec::new());
+    };
+    let files = strings("files", v)?;
+    for (i, f) in files.iter().enumerate() {
+        if f.is_empty() {
+            return Err(format!("files[{i}] is empty (@file requires a path)"));
+        }
+        if f == crate::attach::STDIN {
+            return Err(format!(
+                "files[{i}] is \"-\": a batch job cannot attach standard input (it may be the \
+                 job list itself); name a file"
+            ));
+        }
+    }
+    Ok(files)
+}
+
+fn tools(obj: &mut Map<String, Value>) -> Result<Option<Vec<String>>, String> {
+    let Some(v) = obj.remove("tools") else {
+        return Ok(None);
+    };
+    let tools = strings("tools", v)?;
+    for (i, t) in tools.iter().enumerate() {
+        if t.trim().is_empty() {
+            return Err(format!("tools[{i}] is empty"));
+        }
+        if t.contains(',') {
+            return Err(format!(
+                "tools[{i}] {t:?} contains a comma (list each tool on its own)"
+            ));
+        }
+    }
+    Ok(Some(tools))
+}
+
+/// `a string`, `an array`… for messages.
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The batch's exit code from its jobs' codes: an interrupt wins, then a timeout, then any
+/// input/Pi error, then any exhausted job.
+pub fn batch_exit(codes: &[Exit], interrupted: Option<Interrupt>) -> Exit {
+    if let Some(sig) = interrupted {
+        return sig.exit();
+    }
+    for worst in [Exit::Timeout, Exit::Error, Exit::Exhausted] {
+        if codes.contains(&worst) {
+            return worst;
+        }
+    }
+    Exit::Success
+}
+
+/// Folds one more job's code into the batch's code so far (same precedence as [`batch_exit`],
+/// without keeping every code).
+pub fn worse(so_far: Exit, next: Exit) -> Exit {
+    let rank = |e: Exit| match e {
+        Exit::Success => 0,
+        Exit::Exhausted => 1,
+        Exit::Error => 2,
+        Exit::Timeout => 3,
+        Exit::Interrupted | Exit::Terminated => 4,
+    };
+    if rank(next) > rank(so_far) {
+        next
+    } else {
+        so_far
+    }
+}
+
+#[cfg(test)]
+#[path = "jobs_tests.rs"]
+mod tests;

@@ -1,0 +1,536 @@
+//! `--batch FILE`: many prompts, few Pi processes. The job file is streamed (`input`), each of
+//! the `--jobs N` workers keeps one Pi alive across its jobs (`worker`), all of them share
+//! breaker health, and results go to stdout in input order or to `--output FILE` as each job
+//! finishes (`sink`, `ledger`). This module wires them together and decides when the batch
+//! stops; it parses nothing and writes no result itself.
+//!
+//! The batch stops taking jobs when the input ends, on a signal (jobs in flight are cut short
+//! and record nothing), when the reader of stdout goes away, when results cannot be written,
+//! or at once on a setup problem (Pi not found, a Node too old, a scope that selects nothing):
+//! then one message, exit 2, and no job is marked as attempted.
+
+pub mod input;
+pub mod jobs;
+pub mod ledger;
+pub mod notes;
+pub mod order;
+pub mod shard;
+pub mod sink;
+pub mod summary;
+pub mod worker;
+
+use std::io::Read;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::sync::{Mutex, mpsc, watch};
+
+use crate::clock;
+use crate::exit::Exit;
+use crate::health::service::HealthHandle;
+use crate::output::{self, StatusLine};
+use crate::signals::Interrupt;
+
+use input::{Filter, Item, Progress};
+pub use jobs::batch_exit;
+use sink::{Failure, Sink, Target};
+use worker::{Done, Outcome, Plan, Worker};
+
+/// How often the live status line is redrawn.
+const STATUS_TICK: Duration = Duration::from_millis(250);
+
+/// Runs the batch of `args`.
+pub async fn run(
+    inv: &crate::cli::Invocation,
+    args: &crate::cli::BatchArgs,
+    settings: &crate::settings::Settings,
+    health: HealthHandle,
+) -> anyhow::Result<Exit> {
+    // Everything that can refuse the batch outright comes first, before any Pi starts and while
+    // Ctrl-C still simply ends the process (opening a FIFO as the job file may wait).
+    let ledger = match &args.output {
+        Some(path) => {
+            let (path, resume) = (path.clone(), args.resume);
+            Some(
+                tokio::task::spawn_blocking(move || ledger::open(&path, resume))
+                    .await
+                    .context("cannot open --output")??,
+            )
+        }
+        None => None,
+    };
+    let output_name = args
+        .output
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    if let Some(l) = &ledger {
+        if let Some(bytes) = l.cut {
+            output::error_line(&format!(
+                "--output {output_name}: cut off a torn last line ({bytes} bytes without a \
+                 newline, left by an interrupted run)"
+            ));
+        }
+        if let Some(r) = l.recorded.as_ref().filter(|r| r.malformed > 0) {
+            output::error_line(&format!(
+                "--output {output_name}: ignored {} line(s) that are not results",
+                r.malformed
+            ));
+        }
+    }
+    let source = open_input(&args.file).await?;
+    let signals = crate::signals::install().context("cannot install signal handlers")?;
+    let plan = Plan {
+        pi_command: settings.pi_command.clone(),
+        base_args: inv.base_args.clone(),
+        profile: inv.profile.clone(),
+        config: crate::failover_config(settings, inv, true),
+        timeout: Duration::from_millis(inv.timeout_ms),
+        verbose: inv.verbose,
+        thinking: inv.thinking.clone(),
+        complexity: inv.task_complexity,
+        workers: args.jobs.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(2, std::num::NonZero::get)
+        }),
+    };
+    let (recorded, target) = match ledger {
+        Some(l) => (l.recorded, Target::File(l.guard)),
+        None => (None, Target::Stdout),
+    };
+    let filter = Filter::new(args.shard, recorded, output_name);
+    let batch = Batch::start(plan, source, filter, target, &args.file)?;
+    Ok(batch.run(health, signals).await)
+}
+
+/// The job file (`-` = stdin), opened on the blocking pool.
+async fn open_input(file: &str) -> anyhow::Result<Box<dyn Read + Send>> {
+    if file == "-" {
+        return Ok(Box::new(std::io::stdin()));
+    }
+    let path = file.to_string();
+    let opened = tokio::task::spawn_blocking(move || std::fs::File::open(path))
+        .await
+        .context("cannot open the batch file")?;
+    let f = opened.with_context(|| format!("cannot read the batch file {file}"))?;
+    Ok(Box::new(f))
+}
+
+/// Why the batch stopped taking jobs early.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Stop {
+    Signal(Interrupt),
+    /// A setup problem: the message for stderr.
+    Setup(String),
+    /// Nobody reads stdout any more.
+    Closed,
+    /// Results cannot be written.
+    WriteFailed(String),
+}
+
+/// What workers tell the collector.
+enum Event {
+    Done(Done),
+    Setup(String),
+    WriteFailed(Failure),
+}
+
+/// A batch wired up and ready to run.
+struct Batch {
+    plan: Plan,
+    items: mpsc::Receiver<Item>,
+    progress: Arc<Progress>,
+    sink: Sink,
+    sink_finished: tokio::sync::oneshot::Receiver<()>,
+    ordered: bool,
+}
+
+impl Batch {
+    fn start(
+        plan: Plan,
+        source: Box<dyn Read + Send>,
+        filter: Filter,
+        target: Target,
+        name: &str,
+    ) -> anyhow::Result<Batch> {
+        let ordered = matches!(target, Target::Stdout);
+        let (tx, items) = mpsc::channel(plan.workers.max(1));
+        let progress = Arc::new(Progress::default());
+        input::spawn(source, filter, tx, Arc::clone(&progress), name.to_string())
+            .context("cannot start reading the batch file")?;
+        let (sink, sink_finished) = Sink::start(target).context("cannot start writing results")?;
+        Ok(Batch {
+            plan,
+            items,
+            progress,
+            sink,
+            sink_finished,
+            ordered,
+        })
+    }
+
+    async fn run(
+        self,
+        health: HealthHandle,
+        mut signals: watch::Receiver<Option<Interrupt>>,
+    ) -> Exit {
+        let start = clock::now().instant;
+        let Batch {
+            plan,
+            items,
+            progress,
+            sink,
+            sink_finished,
+            ordered,
+        } = self;
+        let workers = plan.workers.max(1);
+        let shared = Rc::new(Shared {
+            plan,
+            items: Mutex::new(items),
+            stop: watch::channel(None).0,
+            // Jobs see signals through this, so a setup problem can cut them short too.
+            interrupt: watch::channel(None).0,
+            printed: watch::channel(0).0,
+            ordered,
+        });
+        let (events_tx, mut events) = mpsc::channel::<Event>(workers * 2);
+        let local = tokio::task::LocalSet::new();
+        for n in 0..workers {
+            let shared = Rc::clone(&shared);
+            let events = events_tx.clone();
+            let health = health.clone();
+            let sink = sink.clone();
+            local.spawn_local(async move {
+                work(Worker::new(n), &shared, &health, &sink, &events).await
+            });
+        }
+        drop(events_tx);
+        let mut status = StatusLine::for_stderr();
+        let collector = async {
+            let mut tally = summary::Tally::default();
+            let mut exit = Exit::Success;
+            let mut order = order::Reorder::default();
+            let mut ticker = tokio::time::interval(STATUS_TICK);
+            let mut watching = true;
+            loop {
+                tokio::select! {
+                    event = events.recv() => match event {
+                        None => break,
+                        Some(Event::Done(done)) => {
+                            if done.exit != Exit::Success || shared.plan.verbose > 0 {
+                                status.clear();
+                                output::progress_line(&done.note);
+                            }
+                            exit = jobs::worse(exit, done.exit);
+                            tally.record(done.exit, done.model.as_deref(), &done.usage, &done.failed_usage);
+                            if shared.ordered {
+                                order.push(done.index, done.line);
+                                shared.print_ready(&mut order, &sink).await;
+                            }
+                        }
+                        Some(Event::Setup(message)) => shared.halt(Stop::Setup(message)),
+                        Some(Event::WriteFailed(f)) => shared.halt(stop_for(f)),
+                    },
+                    _ = ticker.tick(), if status.enabled() => {}
+                    changed = signals.changed(), if watching => match changed {
+                        Ok(()) => {
+                            if let Some(sig) = *signals.borrow() {
+                                shared.halt(Stop::Signal(sig));
+                            }
+                        }
+                        Err(_) => watching = false,
+                    },
+                }
+                tally.skipped = progress.skipped.load(Ordering::Relaxed);
+                status.show(&tally.status(
+                    progress.total.load(Ordering::Relaxed),
+                    !progress.finished.load(Ordering::Acquire),
+                    crate::driver::ms_since(start),
+                ));
+            }
+            status.clear();
+            (tally, exit)
+        };
+        let (mut tally, mut exit) = local.run_until(collector).await;
+        local.await;
+        drop(sink);
+        let _ = sink_finished.await;
+        health.flush().await;
+        let stop = shared.stop.borrow().clone();
+        if let Some(Stop::Setup(message)) = stop {
+            output::error_line(&format!("batch stopped: {message}"));
+            return Exit::Error;
+        }
+        tally.skipped = progress.skipped.load(Ordering::Relaxed);
+        for line in tally.lines(
+            progress.total.load(Ordering::Relaxed),
+            crate::driver::ms_since(start),
+        ) {
+            output::progress_line(&line);
+        }
+        let read_error = progress.error.lock().map(|e| e.clone()).unwrap_or(None);
+        if let Some(e) = read_error {
+            output::error_line(&e);
+            exit = jobs::worse(exit, Exit::Error);
+        }
+        match stop {
+            Some(Stop::Signal(sig)) => {
+                output::error_line(match sig {
+                    Interrupt::Int => "interrupted (SIGINT); unfinished jobs were not recorded",
+                    Interrupt::Term => "terminated (SIGTERM); unfinished jobs were not recorded",
+                    Interrupt::Hup => "terminated (SIGHUP); unfinished jobs were not recorded",
+                });
+                exit = sig.exit();
+            }
+            Some(Stop::WriteFailed(e)) => {
+                output::error_line(&e);
+                exit = jobs::worse(exit, Exit::Error);
+            }
+            Some(Stop::Closed | Stop::Setup(_)) | None => {}
+        }
+        exit
+    }
+}
+
+fn stop_for(f: Failure) -> Stop {
+    match f {
+        Failure::Closed => Stop::Closed,
+        Failure::Io(e) => Stop::WriteFailed(e),
+    }
+}
+
+/// What the workers and the collector share (one thread: `Rc`, no locks held across I/O).
+struct Shared {
+    plan: Plan,
+    items: Mutex<mpsc::Receiver<Item>>,
+    stop: watch::Sender<Option<Stop>>,
+    interrupt: watch::Sender<Option<Interrupt>>,
+    /// Index of the next result to print on stdout (input order only).
+    printed: watch::Sender<usize>,
+    ordered: bool,
+}
+
+impl Shared {
+    /// Stops taking jobs. A signal or a setup problem also cuts the jobs in flight short; a
+    /// closed stdout or a failed write lets them finish.
+    fn halt(&self, why: Stop) {
+        let cut = match &why {
+            Stop::Signal(sig) => Some(*sig),
+            // Not a signal, but the same for a job: stop Pi, record nothing.
+            Stop::Setup(_) => Some(Interrupt::Term),
+            Stop::Closed | Stop::WriteFailed(_) => None,
+        };
+        // The first reason stands.
+        self.stop.send_if_modified(|s| {
+            let fresh = s.is_none();
+            if fresh {
+                *s = Some(why);
+            }
+            fresh
+        });
+        if let Some(sig) = cut {
+            self.interrupt.send_if_modified(|i| {
+                let fresh = i.is_none();
+                if fresh {
+                    *i = Some(sig);
+                }
+                fresh
+            });
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.borrow().is_some()
+    }
+
+    /// Prints every result that is now next in input order.
+    async fn print_ready(&self, order: &mut order::Reorder<String>, sink: &Sink) {
+        while let Some(line) = order.pop() {
+            if matches!(
+                *self.stop.borrow(),
+                Some(Stop::Closed | Stop::WriteFailed(_))
+            ) {
+                continue;
+            }
+            if let Err(f) = sink.write(line).await {
+                self.halt(stop_for(f));
+            }
+        }
+        self.printed.send_replace(order.next());
+    }
+
+    /// The next item for a worker, or `None` when the input is done or the batch stopped.
+    async fn next_item(&self) -> Option<Item> {
+        let mut stop = self.stop.subscribe();
+        let item = tokio::select! {
+            item = async { self.items.lock().await.recv().await } => item,
+            _ = stop.wait_for(Option::is_some) => None,
+        }?;
+        if self.ordered {
+            let index = match &item {
+                Item::Job { index, .. } | Item::Invalid { index, .. } => *index,
+            };
+            let workers = self.plan.workers;
+            let mut printed = self.printed.subscribe();
+            tokio::select! {
+                _ = printed.wait_for(|next| order::may_start(index, *next, workers)) => {}
+                _ = stop.wait_for(Option::is_some) => return None,
+            }
+        }
+        Some(item)
+    }
+}
+
+/// One worker's loop: take a job, run it, record it, until there is nothing more to do.
+async fn work(
+    mut worker: Worker,
+    shared: &Shared,
+    health: &HealthHandle,
+    sink: &Sink,
+    events: &mpsc::Sender<Event>,
+) {
+    let mut interrupt = shared.interrupt.subscribe();
+    while !shared.stopped() {
+        let Some(item) = shared.next_item().await else {
+            break;
+        };
+        match worker.run(item, &shared.plan, health, &mut interrupt).await {
+            Outcome::Finished(done) => {
+                // With --output the job counts as done once its line is on disk.
+                if !shared.ordered
+                    && let Err(f) = sink.write(done.line.clone()).await
+                {
+                    let _ = events.send(Event::WriteFailed(f)).await;
+                    break;
+                }
+                if events.send(Event::Done(done)).await.is_err() {
+                    break;
+                }
+            }
+            Outcome::Unfinished => break,
+            Outcome::Setup(message) => {
+                let _ = events.send(Event::Setup(message)).await;
+                break;
+            }
+        }
+    }
+    worker.stop().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::jobs::Invalid;
+
+    fn shared(workers: usize, items: usize) -> Shared {
+        let (tx, rx) = mpsc::channel(items.max(1));
+        for i in 0..items {
+            let invalid = Invalid {
+                id: None,
+                reason: "x".to_string(),
+            };
+            tx.try_send(Item::Invalid {
+                index: i,
+                number: i as u64 + 1,
+                invalid,
+            })
+            .expect("room");
+        }
+        let plan = Plan {
+            pi_command: "pi".into(),
+            base_args: Vec::new(),
+            profile: crate::cli::Profile::default(),
+            config: crate::failover::Config {
+                first_response: Duration::from_secs(1),
+                stall: Duration::from_secs(1),
+                round_limit: Duration::from_secs(1),
+                cooldown_scale: 1.0,
+                models_scope: None,
+                provider: None,
+                model: None,
+                wait: false,
+            },
+            timeout: Duration::from_secs(1),
+            verbose: 0,
+            thinking: None,
+            complexity: None,
+            workers,
+        };
+        Shared {
+            plan,
+            items: Mutex::new(rx),
+            stop: watch::channel(None).0,
+            interrupt: watch::channel(None).0,
+            printed: watch::channel(0).0,
+            ordered: true,
+        }
+    }
+
+    fn index(item: Option<Item>) -> Option<usize> {
+        match item? {
+            Item::Job { index, .. } | Item::Invalid { index, .. } => Some(index),
+        }
+    }
+
+    async fn settle() {
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// In input order, a worker takes job i only once i < next to print + 4 × workers + 64.
+    #[test]
+    fn workers_wait_for_their_turn_within_the_window() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async {
+            let shared = Rc::new(shared(1, 70));
+            for i in 0..68 {
+                assert_eq!(index(shared.next_item().await), Some(i));
+            }
+            let s = Rc::clone(&shared);
+            let waiting = tokio::task::spawn_local(async move { index(s.next_item().await) });
+            settle().await;
+            assert!(
+                !waiting.is_finished(),
+                "job 68 starts before job 0 is printed"
+            );
+            shared.printed.send_replace(1);
+            assert_eq!(waiting.await.expect("task"), Some(68));
+            // A stop releases a waiting worker without a job.
+            let s = Rc::clone(&shared);
+            let waiting = tokio::task::spawn_local(async move { index(s.next_item().await) });
+            settle().await;
+            assert!(!waiting.is_finished());
+            shared.halt(Stop::Closed);
+            assert_eq!(waiting.await.expect("task"), None);
+            assert_eq!(
+                *shared.interrupt.borrow(),
+                None,
+                "a closed stdout cuts no job short"
+            );
+            shared.halt(Stop::Setup("x".into()));
+            assert_eq!(
+                *shared.stop.borrow(),
+                Some(Stop::Closed),
+                "the first reason stands"
+            );
+        });
+    }
+
+    /// A setup problem cuts the jobs in flight short, as a signal does.
+    #[test]
+    fn a_setup_problem_interrupts_the_jobs_in_flight() {
+        let s = shared(2, 0);
+        s.halt(Stop::Setup("pi not found".into()));
+        assert_eq!(*s.interrupt.borrow(), Some(Interrupt::Term));
+        assert_eq!(*s.stop.borrow(), Some(Stop::Setup("pi not found".into())));
+        let s = shared(2, 0);
+        s.halt(Stop::Signal(Interrupt::Int));
+        assert_eq!(*s.interrupt.borrow(), Some(Interrupt::Int));
+    }
+}
