@@ -69,8 +69,8 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn start(pi_command: &OsString, pi_args: &[String]) -> Result<Session, String> {
-        let mut agent = Agent::spawn(pi_command, pi_args).map_err(|e| e.to_string())?;
+    pub fn start(pi_command: &OsString, pi_args: &[String]) -> Result<Session, agent::SpawnError> {
+        let mut agent = Agent::spawn(pi_command, pi_args)?;
         let warnings = agent.take_warnings();
         Ok(Session {
             agent,
@@ -459,7 +459,7 @@ pub async fn run(
     let mut session = match Session::start(pi_command, pi_args) {
         Ok(s) => s,
         Err(e) => {
-            let mut r = Report::failed(Exit::Error, e);
+            let mut r = Report::failed(Exit::Error, e.to_string());
             r.pi_start_failed = true;
             return r;
         }

@@ -241,7 +241,7 @@ impl Worker {
             if self.session.is_none() {
                 match Session::start(&plan.pi_command, &args) {
                     Ok(s) => self.session = Some(s),
-                    Err(e) => return Ran::Setup(e),
+                    Err(e) => return Ran::Setup(e.to_string()),
                 }
             }
             let Some(session) = self.session.as_mut() else {
