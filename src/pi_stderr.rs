@@ -5,6 +5,11 @@
 pub fn with_runner_advice(line: &str) -> String {
     if line.contains("--list-models") {
         format!("{line} (with pi-ccswitch-run: --status lists every model)")
+    } else if line.contains("/login") {
+        format!(
+            "{line} (/login is for Pi's terminal UI; for pi-ccswitch-run give the provider an \
+             apiKey in models.json or set its key variable; --doctor checks the setup)"
+        )
     } else {
         line.to_string()
     }

@@ -172,9 +172,9 @@ pub fn rank_reason(start: &ModelInfo, m: &ModelInfo, health: &Health) -> String 
     }
     if m.reasoning != start.reasoning {
         parts.push(if m.reasoning {
-            "reasons".to_string()
+            "a reasoning model".to_string()
         } else {
-            "does not reason".to_string()
+            "not a reasoning model".to_string()
         });
     }
     if m.context_window_or_zero() < start.context_window_or_zero() {
