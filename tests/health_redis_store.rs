@@ -231,11 +231,7 @@ fn doctor_checks_connection_login_round_trip_and_version() {
     let checks = store(&dead).diagnose(T0);
     assert_eq!(checks.len(), 2);
     assert!(!checks[1].ok);
-    assert!(
-        checks[1]
-            .detail
-            .starts_with(&format!("cannot reach 127.0.0.1:"))
-    );
+    assert!(checks[1].detail.starts_with("cannot reach 127.0.0.1:"));
 }
 
 #[test]
