@@ -328,3 +328,128 @@ fn a_bad_or_dead_health_url() {
     out.assert_success().assert_stderr_count(WARNING, 1);
     assert!(out.elapsed < Duration::from_secs(30));
 }
+
+/// A `redis-server` speaking TLS only, with the test certificate of `fixtures/redis-tls`
+/// (a private CA; the server certificate names 127.0.0.1 and localhost). Killed on drop.
+struct TlsRedis {
+    child: std::process::Child,
+    port: u16,
+    password: String,
+    _dir: tempfile::TempDir,
+}
+
+impl TlsRedis {
+    fn start() -> TlsRedis {
+        let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/redis-tls");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let password = "tls-pw-4f9c2e".to_string();
+        let file = |name: &str| fixtures.join(name).to_string_lossy().into_owned();
+        let child = std::process::Command::new(redis_server_bin())
+            .args(["--port", "0", "--tls-port", &port.to_string()])
+            .args(["--bind", "127.0.0.1", "--requirepass", &password])
+            .args(["--tls-cert-file", &file("server.crt")])
+            .args(["--tls-key-file", &file("server.key")])
+            .args(["--tls-ca-cert-file", &file("ca.crt")])
+            .args([
+                "--tls-auth-clients",
+                "no",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server with TLS");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "TLS redis-server did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        TlsRedis {
+            child,
+            port,
+            password,
+            _dir: dir,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("rediss://:{}@127.0.0.1:{}/0", self.password, self.port)
+    }
+}
+
+impl Drop for TlsRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn rediss_urls_use_tls_and_verify_the_certificate() {
+    let server = TlsRedis::start();
+    let env = TestEnv::new(PI_MIN, &providers());
+    env.llm.script("a", "m", vec![Behaviour::Status402]);
+    let ca = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/redis-tls/ca.crt");
+    let trusted = |args: Vec<String>| {
+        let mut cmd = env.cmd(args);
+        cmd.env("SSL_CERT_FILE", &ca);
+        run_command(cmd, None, RUN_TIMEOUT)
+    };
+    let doctor = trusted(vec!["--doctor".into(), "--health-url".into(), server.url()]);
+    doctor.assert_success();
+    for line in [
+        format!(
+            "ok   redis connection: 127.0.0.1:{} (TLS) connected in ",
+            server.port
+        ),
+        "ok   redis auth: password accepted".to_string(),
+        "ok   redis version: 7.".to_string(),
+    ] {
+        assert!(
+            doctor.stdout.contains(&line),
+            "missing {line:?}\n{}",
+            doctor.dump()
+        );
+    }
+    let out = trusted(run_args(&server.url(), "hello"));
+    out.assert_success().assert_stderr_lacks(WARNING);
+    let status = trusted(vec![
+        "--status".into(),
+        "--json".into(),
+        "--health-url".into(),
+        server.url(),
+    ]);
+    assert_eq!(status.json()["cooling"], 1, "{}", status.dump());
+
+    // Without the private CA the certificate is not trusted: no connection, said so.
+    let doctor = env.run(["--doctor", "--health-url", &server.url()]);
+    doctor.assert_code(2);
+    assert!(
+        doctor.stdout.contains(&format!(
+            "FAIL redis connection: cannot reach 127.0.0.1:{} (TLS): ",
+            server.port
+        )),
+        "{}",
+        doctor.dump()
+    );
+    assert!(
+        doctor.stdout.to_lowercase().contains("certificate"),
+        "{}",
+        doctor.dump()
+    );
+    for out in [&doctor, &out, &status] {
+        assert!(!out.stdout.contains(&server.password) && !out.stderr.contains(&server.password));
+    }
+}
