@@ -174,6 +174,27 @@ fn an_outage_fails_fast_and_the_store_recovers_after_a_restart() {
         .expect("after restart")
         .health;
     assert_eq!(h.providers["p"].total_failures, 1);
+
+    // A restart while the store is idle goes unnoticed: the idle connection is checked first.
+    server.restart();
+    std::thread::sleep(Duration::from_millis(1_100));
+    let h = s
+        .commit(&[quota(T0 + 3, "p")], T0 + 3)
+        .expect("after an idle restart")
+        .health;
+    assert_eq!(h.providers["p"].total_failures, 1);
+    // So is a server that closes idle clients.
+    assert_eq!(
+        redis_cmd(&server, &["CONFIG", "SET", "timeout", "1"]),
+        Resp::ok()
+    );
+    s.load(T0 + 4).expect("load");
+    std::thread::sleep(Duration::from_millis(2_500));
+    let h = s
+        .commit(&[quota(T0 + 5, "p")], T0 + 5)
+        .expect("after an idle timeout")
+        .health;
+    assert_eq!(h.providers["p"].total_failures, 2);
 }
 
 #[test]

@@ -22,6 +22,10 @@ use crate::clock;
 pub const CONNECT_BUDGET: Duration = Duration::from_millis(200);
 /// Each command's reply must arrive within this once connected.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_millis(500);
+/// A connection idle for longer is checked with `PING` before it is used again: a server that
+/// restarted, or closed idle clients (`timeout` in redis.conf, common on managed servers), would
+/// otherwise fail the next real command and cost the run its shared health for a while.
+pub const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 /// Why there is no usable connection. The texts never hold the password.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +59,7 @@ pub struct Opened {
 pub struct Conn {
     url: RedisUrl,
     conn: Option<redis::Connection>,
+    last_used: Option<std::time::Instant>,
     pub connect_budget: Duration,
     pub command_timeout: Duration,
 }
@@ -64,6 +69,7 @@ impl Conn {
         Conn {
             url,
             conn: None,
+            last_used: None,
             connect_budget: CONNECT_BUDGET,
             command_timeout: COMMAND_TIMEOUT,
         }
@@ -73,8 +79,20 @@ impl Conn {
         &self.url
     }
 
-    /// The open connection, connecting first if there is none.
+    /// The open connection, connecting first if there is none (or if an idle one no longer
+    /// answers: checking costs one `PING`, and only after [`IDLE_CHECK`]).
     pub fn get(&mut self) -> Result<&mut redis::Connection, ConnectError> {
+        let now = clock::now().instant;
+        let idle = self
+            .last_used
+            .is_some_and(|t| now.saturating_duration_since(t) > IDLE_CHECK);
+        self.last_used = Some(now);
+        if idle
+            && let Some(conn) = self.conn.as_mut()
+            && redis::cmd("PING").query::<()>(conn).is_err()
+        {
+            self.conn = None;
+        }
         if self.conn.is_none() {
             let (conn, _) = self.connect()?;
             self.conn = Some(conn);
