@@ -30,7 +30,7 @@
 //!   again after its pause). Credentials never appear in [`HealthStore::location`] or errors.
 
 mod conn;
-pub mod layout;
+mod layout;
 pub mod url;
 
 use std::collections::HashMap;
