@@ -155,7 +155,7 @@ impl Session {
                     Action::Progress { line, note } => {
                         let shown = if job.in_batch {
                             // A breaker change or a warning is news once, not once per job.
-                            note.shown_in_batch() && crate::batch::notes::news(note, &line)
+                            note.shown_in_batch() && crate::news::news(note, &line)
                         } else {
                             note.shown_in_run()
                         };

@@ -28,6 +28,7 @@ pub mod health;
 pub mod lines;
 pub mod lockfile;
 pub mod manage;
+pub mod news;
 pub mod output;
 pub mod pi_stderr;
 pub mod redact;

@@ -12,7 +12,6 @@
 pub mod input;
 pub mod jobs;
 pub mod ledger;
-pub mod notes;
 pub mod order;
 pub mod shard;
 pub mod sink;

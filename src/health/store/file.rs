@@ -465,7 +465,7 @@ fn parse_state(bytes: &[u8]) -> OnDisk {
 }
 
 /// Redacts the free text a delta carries (callers should have done it already).
-fn scrub_delta(delta: &Delta) -> Delta {
+pub(super) fn scrub_delta(delta: &Delta) -> Delta {
     match delta {
         Delta::Failure {
             at,
@@ -489,7 +489,7 @@ fn scrub_delta(delta: &Delta) -> Delta {
 }
 
 /// Redacts every stored error once more before it is written (covers `update` closures).
-fn scrub_health(health: &mut Health) {
+pub(super) fn scrub_health(health: &mut Health) {
     let records = health
         .models
         .values_mut()

@@ -12,6 +12,7 @@
 //! a thread of its own (`health::service`), never from the async event loop.
 
 pub mod file;
+pub mod redis;
 
 use std::fmt;
 use std::io;
@@ -21,6 +22,7 @@ use std::time::Duration;
 use super::{Delta, Health};
 
 pub use file::{FileStore, LOCK_FILE, SCHEMA_VERSION, STATE_FILE};
+pub use redis::RedisStore;
 
 /// One place health is kept. Implementations are used from one thread at a time.
 pub trait HealthStore: Send {
@@ -72,10 +74,13 @@ pub fn open(
     lock_wait: Duration,
 ) -> Result<Box<dyn HealthStore>, String> {
     if let Some(url) = &settings.health_url {
-        return Err(format!(
-            "Redis health stores are not supported by this build yet ({})",
-            crate::redact::redact(url)
-        ));
+        // `lock_wait` bounds how long a transaction retries under contention, as it bounds the
+        // wait for the state file's lock.
+        let store = RedisStore::open(url, &settings.health_prefix)
+            .map_err(|e| format!("invalid health URL (--health-url or CCSWITCH_HEALTH_URL): {e}"))?
+            .with_contention_wait(lock_wait)
+            .with_cooldown_scale(settings.cooldown_scale);
+        return Ok(Box::new(store));
     }
     Ok(match &settings.agent_dir {
         Some(dir) => Box::new(
