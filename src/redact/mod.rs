@@ -56,6 +56,7 @@ pub const MAX_CHARS: usize = 400;
 
 /// Appended when text is cut.
 const ELLIPSIS: char = '…';
+const ELLIPSIS_UTF8: &[u8] = "…".as_bytes();
 
 /// Masks secrets, replaces control characters with spaces and caps the length at
 /// [`MAX_CHARS`] characters.
@@ -73,9 +74,25 @@ pub fn redact_capped(text: &str, max_chars: usize) -> String {
     let clean = clean_controls(text);
     // Known secrets before the shape rules: a rule masking part of a known secret would leave
     // the rest of it for nobody to find.
-    let known = known::mask_known(&clean);
-    let masked = scan::mask(&known);
-    truncate(&masked, max_chars)
+    let masked = mask_all(&clean);
+    let mut out = truncate(&masked, max_chars);
+    // A cut can turn the head of a long word into something a rule masks (a prefix of a
+    // token can look like a key where the whole did not): redact the cut text again until it
+    // is stable, so redacting the output changes nothing. Two rounds settle it in practice.
+    if out != masked {
+        for _ in 0..4 {
+            let again = truncate(&mask_all(&out), max_chars);
+            if again == out {
+                break;
+            }
+            out = again;
+        }
+    }
+    out
+}
+
+fn mask_all(text: &str) -> String {
+    scan::mask(&known::mask_known(text))
 }
 
 /// Cuts absurdly long input before scanning, without leaving half a token or half a known
@@ -153,8 +170,8 @@ fn clean_controls(s: &str) -> String {
 /// How far a cut moves back to avoid splitting a word, in bytes.
 const MAX_WORD_BACKOFF: usize = 64;
 
-/// At most `max_chars` characters; a cut text ends with `…`. A cut inside a word of ordinary
-/// length drops the partial word: its head could read as something else (`provided is` cut to
+/// At most `max_chars` characters; a cut text ends with `…`. A cut never splits a mask, and a
+/// cut inside a word of ordinary length drops the partial word: its head could read as something else (`provided is` cut to
 /// `provided i…` would announce a value), which would make redacting twice differ from once.
 fn truncate(s: &str, max_chars: usize) -> String {
     if max_chars == 0 {
@@ -168,6 +185,10 @@ fn truncate(s: &str, max_chars: usize) -> String {
         return s.to_string();
     }
     let b = s.as_bytes();
+    // Half a mask (`[reda…`) would read as text to mask on the next pass.
+    if let Some(start) = (cut.saturating_sub(MASK.len() - 1)..cut).find(|&k| scan::mask_at(b, k)) {
+        cut = start;
+    }
     if cut > 0 && scan::is_tok(b[cut]) && scan::is_tok(b[cut - 1]) {
         let start = (cut.saturating_sub(MAX_WORD_BACKOFF)..cut)
             .rev()

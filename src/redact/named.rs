@@ -213,7 +213,12 @@ fn value_after(b: &[u8], from: usize, loose: Loose, authorization: bool) -> Opti
         return None;
     }
     if sep.is_none() && !provided {
-        let end = token_end(b, j);
+        // The key-character run, not the whole token: judged on `3f2a…/x`, a cut `3f2a…`
+        // would be judged differently on the next pass.
+        let mut end = run_end(b, j, |c| is_key_char(c) || c == b'.');
+        while end > j && b[end - 1] == b'.' {
+            end -= 1;
+        }
         return (end > j && looks_like_key(&b[j..end])).then_some((j, end));
     }
     if authorization && sep.is_some() {
@@ -290,7 +295,12 @@ pub(super) fn quoted_value(b: &[u8], j: usize) -> Option<Option<(usize, usize)>>
         return None;
     };
     let start = q + 1;
-    let end = quoted_end(b, start, quote, escaped);
+    let mut end = quoted_end(b, start, quote, escaped);
+    // Unterminated at the end of the text behind a `…`: the text was cut there; the marker is
+    // not part of the value (else a cut `'…` would be masked on the next pass).
+    if end == b.len() && b[start..end].ends_with(super::ELLIPSIS_UTF8) {
+        end -= super::ELLIPSIS_UTF8.len();
+    }
     Some((end > start).then_some((start, end)))
 }
 
@@ -356,5 +366,4 @@ fn looks_like_key(word: &[u8]) -> bool {
     word.len() >= 16
         && word.iter().any(u8::is_ascii_digit)
         && word.iter().any(u8::is_ascii_alphabetic)
-        && word.iter().all(|&c| is_key_char(c) || c == b'.')
 }

@@ -134,7 +134,7 @@ pub(super) fn mask(s: &str) -> String {
         }
         match secret_at(b, i) {
             Some((start, end)) if end > start => {
-                let (start, end) = cover_masks(b, start.max(copied), end);
+                let (start, end) = cover_masks(b, start.max(copied), glued_end(b, end));
                 if end <= start {
                     i += 1;
                     continue;
@@ -151,6 +151,21 @@ pub(super) fn mask(s: &str) -> String {
     }
     out.push_str(s.get(copied..).unwrap_or(""));
     out
+}
+
+/// Extends a masked range over the rest of a word glued to it (`sk-…` + `.aaA00…`): left
+/// behind, the rest would follow `]` on the next pass and be judged as a word of its own.
+/// A sentence's trailing full stop stays.
+fn glued_end(b: &[u8], end: usize) -> usize {
+    let piece = |c: u8| is_key_char(c) || c == b'.';
+    if end == 0 || end >= b.len() || !piece(b[end - 1]) || !piece(b[end]) {
+        return end;
+    }
+    let mut glued = run_end(b, end, piece);
+    while glued > end && b[glued - 1] == b'.' {
+        glued -= 1;
+    }
+    glued
 }
 
 /// Widens a range that cuts into an existing mask so it covers that mask whole: half a mask
@@ -284,13 +299,18 @@ fn query_value(b: &[u8], i: usize) -> Option<(usize, usize)> {
 }
 
 /// `scheme://user:password@host` (also `redis://:password@host`): masks the credentials.
-/// The authority ends at `/`, `?`, `#`, whitespace, a quote or an angle bracket; inside it the
-/// last `@` ends the credentials, so a password may hold `@`, `;`, `,`, `&` or brackets.
+/// The authority ends at `/`, `?`, `#`, whitespace, a quote, an angle bracket or a mask; inside
+/// it the last `@` ends the credentials, so a password may hold `@`, `;`, `,`, `&` or brackets.
 fn url_userinfo(b: &[u8], i: usize) -> Option<(usize, usize)> {
     if b.get(i..i + 3) != Some(b"://") {
         return None;
     }
     let start = i + 3;
+    // Credentials masked before (`://[redacted]@`) need nothing more; a mask anywhere in the
+    // authority ends it: it may have swallowed the `/` that ended the authority.
+    if mask_at(b, start) {
+        return None;
+    }
     let mut at = None;
     let mut j = start;
     while j < b.len()
@@ -300,6 +320,9 @@ fn url_userinfo(b: &[u8], i: usize) -> Option<(usize, usize)> {
             b'/' | b'?' | b'#' | b'"' | b'\'' | b'`' | b'<' | b'>' | b'\\'
         )
     {
+        if mask_at(b, j) {
+            break;
+        }
         if b[j] == b'@' {
             at = Some(j);
         }

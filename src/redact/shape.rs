@@ -44,14 +44,18 @@ pub(super) fn key_token(b: &[u8], i: usize) -> Option<(usize, usize)> {
     if !b[i].is_ascii_alphanumeric() {
         return None;
     }
-    let prev = i.checked_sub(1).map(|p| b[p]);
+    // Leading separators (`-0a0a…`, `_key`) do not make `i` the middle of a chain.
+    let lead = run_end_back(b, i, is_segment_sep);
+    let prev = lead.checked_sub(1).map(|p| b[p]);
     let chain_start = prev.is_none_or(|p| !is_chain(p));
     if !chain_start && !prev.is_some_and(is_joiner) {
         return None;
     }
     if chain_start {
         let end = trim(b, i, run_end(b, i, is_chain));
-        if whole_chain(&b[i..end], prev == Some(b':')) {
+        // After `:` or `@` a chain is a URL's port or host and path: only its key components
+        // are masked, never the host.
+        if !matches!(prev, Some(b':' | b'@')) && whole_chain(&b[i..end]) {
             return Some((i, padded(b, end)));
         }
     }
@@ -70,6 +74,15 @@ pub(super) fn key_token(b: &[u8], i: usize) -> Option<(usize, usize)> {
         end = next;
     }
     Some((i, padded(b, end)))
+}
+
+/// Start of the run of bytes before `end` that satisfy `keep`.
+fn run_end_back(b: &[u8], end: usize, keep: impl Fn(u8) -> bool) -> usize {
+    let mut k = end;
+    while k > 0 && keep(b[k - 1]) {
+        k -= 1;
+    }
+    k
 }
 
 /// Drops a sentence's full stop and dangling joiners after a token (`… 3f25….` keeps its `.`).
@@ -91,9 +104,8 @@ fn padded(b: &[u8], end: usize) -> usize {
     }
 }
 
-/// Whether a chain of two or more components is one key (see the module doc). `after_colon`:
-/// the chain follows a `:` (a URL's port and path), where only the prefix form applies.
-fn whole_chain(chain: &[u8], after_colon: bool) -> bool {
+/// Whether a chain of two or more components is one key (see the module doc).
+fn whole_chain(chain: &[u8]) -> bool {
     let components: Vec<&[u8]> = chain.split(|&c| is_joiner(c)).collect();
     if components.len() < 2 || components.iter().any(|c| c.is_empty()) {
         return false;
@@ -106,7 +118,7 @@ fn whole_chain(chain: &[u8], after_colon: bool) -> bool {
         c.iter()
             .any(|&x| x.is_ascii_uppercase() || x.is_ascii_digit())
     });
-    if after_colon || !base64_like {
+    if !base64_like {
         return false;
     }
     let joined: Vec<u8> = chain.iter().copied().filter(|&c| !is_joiner(c)).collect();

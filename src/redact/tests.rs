@@ -846,3 +846,414 @@ fn auth_json_strings_except_type() {
         assert!(secrets_in_auth_json(bad).is_empty(), "{bad}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Inputs that broke a property once.
+
+/// Checks `redact_capped(x, cap)` is a fixed point of itself.
+fn assert_idempotent(input: &str, cap: usize) -> String {
+    let once = redact_capped(input, cap);
+    assert_eq!(redact_capped(&once, cap), once, "input: {input:?}");
+    once
+}
+
+#[test]
+fn url_credentials_before_a_masked_host_and_path() {
+    // The host and a key in the path were masked as one chain, swallowing the `/` that ended
+    // the authority: the next pass took everything up to the last `@` as credentials.
+    assert_eq!(
+        assert_idempotent("http://u:p@h/SK-00AAAAA0AAAAA000AA0A@", MAX_CHARS),
+        "http://[redacted]@h/[redacted]@"
+    );
+    assert_idempotent(
+        "http://u:p@h/0a0a00a0a0a000a0a00aa0a0aa0a00aa.aAaAaa0AAaaA0aAA[redacted]@",
+        MAX_CHARS,
+    );
+    assert_eq!(
+        assert_idempotent(
+            "://{bce-v3/ALTAK-AaaA0aa0a0AaAa0AAaaa/aa0aa0aa0a00a0aaa00aaaa0aa0aa0aaa00000a0@",
+            MAX_CHARS
+        ),
+        "://{[redacted]@"
+    );
+    // A known password is masked by the registry; the URL rule leaves the rest alone.
+    add_known_secrets(["url-known-pw-1".to_string()]);
+    assert_eq!(
+        assert_idempotent("redis://user:url-known-pw-1@cache:6379", MAX_CHARS),
+        "redis://user:[redacted]@cache:6379"
+    );
+}
+
+#[test]
+fn a_masked_host_and_path_is_not_credentials() {
+    // Host and path were masked as one run, swallowing the `/` that ended the authority; the
+    // next pass took `[redacted]$` for credentials.
+    assert_eq!(
+        assert_idempotent(
+            "://aa000a0aaaa000aa0aa00000a0aa0aaabce-v3/ALTAK-0AAaaAA00AA00AaaAAAA/000a0aa00aa0aa0aaa000a000a0aaaa0a0aa00a0$@",
+            MAX_CHARS
+        ),
+        "://[redacted]$@"
+    );
+}
+
+#[test]
+fn a_cut_long_token_is_judged_once() {
+    // The whole token (with its `/`) was no key to the loose `密钥` rule, its cut head was.
+    let input = "密钥-0a0aa0aa0aa00a0a0000000aaaa000aa.00aaa0aAaAaa00a0apikey-aa0a0aaaa0000a0aa000aa00aa0a0a00.aAA00aAaA0a0AAAA/";
+    assert_eq!(assert_idempotent(input, 67), "密钥[redacted]/");
+}
+
+#[test]
+fn the_rest_of_a_word_glued_to_a_key_goes_with_it() {
+    // Left behind after `[redacted]`, the `.aaA00…` tail read as a key of its own next time.
+    for input in [
+        "SK-000AA0AA000AA00AA0AAaaaa0aaaa0aa000aa00aaaaaaaa00aaa.aaA00aaAa0Aa00Aaprovided",
+        "SK-0000AA00AA00AAAA000000aa000000a0a0aaa0aa00a00aaaaa0a.0A00aAaAaAa0AaA000a000aa0aaaaa00aa00aa00aaa0aa00.A00AA00000a0A0aA",
+    ] {
+        assert_eq!(assert_idempotent(input, MAX_CHARS), MASK);
+    }
+    assert_eq!(redact("AKIAIOSFODNN7EXAMPLEabc x"), "[redacted] x");
+    assert_eq!(redact("key sk-abcdefgh12. Next"), "key [redacted]. Next");
+}
+
+#[test]
+fn truncation_never_splits_a_mask() {
+    // Cut as `'[redacted…`, the half mask read as an unterminated quoted value next time.
+    let out = assert_idempotent("sk-\né密钥\nsk-aaA00a[A a0provided\nx-api-key:'A' ", 52);
+    assert_eq!(out, "sk- é密钥 sk-aaA00a[A a0provided x-api-key:'…");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Properties (random inputs). Every input that once broke one is a named test above or below.
+
+mod properties {
+    use super::*;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+    use proptest::sample::select;
+
+    fn uuid() -> impl Strategy<Value = String> {
+        (
+            "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+            any::<bool>(),
+        )
+            .prop_map(|(u, upper)| if upper { u.to_uppercase() } else { u })
+    }
+
+    fn two_classes(s: &String) -> bool {
+        let classes = [
+            s.bytes().any(|c| c.is_ascii_uppercase()),
+            s.bytes().any(|c| c.is_ascii_lowercase()),
+            s.bytes().any(|c| c.is_ascii_digit()),
+        ];
+        classes.iter().filter(|&&c| c).count() >= 2
+    }
+
+    /// Random keys from the families of the corpus, random lengths.
+    pub(super) fn secret() -> impl Strategy<Value = String> {
+        prop_oneof![
+            ("[0-9a-f]{32}", "[A-Za-z0-9]{16}").prop_map(|(h, t)| format!("{h}.{t}")),
+            uuid(),
+            "[0-9a-f]{32,64}".prop_filter("a hex letter", |h| {
+                h.bytes().any(|c| c.is_ascii_alphabetic())
+            }),
+            ("[A-Za-z0-9]{20}", "[0-9a-f]{40}").prop_map(|(a, h)| format!("bce-v3/ALTAK-{a}/{h}")),
+            ("SK|Sk|sK|sk", "[A-Z0-9]{20,48}").prop_filter_map("a digit", |(p, t)| {
+                t.bytes()
+                    .any(|c| c.is_ascii_digit())
+                    .then(|| format!("{p}-{t}"))
+            }),
+            "[A-Za-z0-9]{20,64}".prop_filter("two character classes", two_classes),
+            ("nvapi|pplx|fw|r8|csk|ak", "[-_]", "[A-Za-z0-9]{32,64}")
+                .prop_filter("two character classes", |(_, _, t)| two_classes(t))
+                .prop_map(|(p, s, t)| format!("{p}{s}{t}")),
+            ("ms|ep|key", uuid()).prop_map(|(p, u)| format!("{p}-{u}")),
+        ]
+    }
+
+    const WORDS: &[&str] = &[
+        "error",
+        "the",
+        "request",
+        "failed",
+        "模型",
+        "余额不足",
+        "429",
+        "glm-4.6",
+        "http://127.0.0.1:8080/v1",
+        "insufficient_quota",
+        "请检查",
+        "retry",
+        "after",
+        "20s",
+        "—",
+        "Qwen/Qwen2.5-72B-Instruct",
+        "2026-11-30T14:37:37.123Z",
+    ];
+
+    fn prose() -> impl Strategy<Value = String> {
+        vec(select(WORDS), 0..8).prop_map(|w| w.join(" "))
+    }
+
+    const BEFORE: &[&str] = &[
+        " ",
+        "\n",
+        "(",
+        "'",
+        "\"",
+        "`",
+        ": ",
+        "= ",
+        "=",
+        ", ",
+        "，",
+        "：",
+        "/",
+        "[",
+        "<",
+        "\t",
+        "\u{1b}[1m",
+    ];
+    const AFTER: &[&str] = &[
+        " ",
+        ".",
+        ",",
+        ")",
+        "'",
+        "\"",
+        "\n",
+        "。",
+        "，",
+        ";",
+        "!",
+        "]",
+        ">",
+        "\u{1b}[0m",
+        ". Next",
+    ];
+    const PHRASES: &[&str] = &[
+        "Incorrect API key provided: ",
+        "Invalid API key: ",
+        "api key provided: ",
+        "api_key=",
+        "apikey ",
+        "token: ",
+        "access key ",
+        "secret key: ",
+        "password: ",
+        "API密钥：",
+        "密钥: ",
+        "秘钥：",
+        "令牌：",
+        "口令: ",
+        "密码：",
+        "无效的API Key: ",
+        "API Key 无效：",
+        "Authorization: Bearer ",
+        "authorization: ",
+        "x-api-key: ",
+        "Bearer ",
+    ];
+    const JSON_NAMES: &[&str] = &["id", "key", "api_key", "token", "value", "apiKey"];
+
+    /// A secret in random prose, in JSON (plain or escaped), or after a header or phrase:
+    /// (text before, secret, text after).
+    fn embedded() -> impl Strategy<Value = (String, String, String)> {
+        (
+            (prose(), secret(), prose(), 0..4usize),
+            (
+                select(BEFORE),
+                select(AFTER),
+                select(PHRASES),
+                select(JSON_NAMES),
+            ),
+        )
+            .prop_map(|((p, s, q, kind), (before, after, phrase, name))| {
+                let (pre, post) = match kind {
+                    0 => (format!("{p}{before}"), format!("{after} {q}")),
+                    1 => (format!("{p} {{\"{name}\":\""), format!("\",\"n\":1}} {q}")),
+                    2 => (format!(r#"{p} {{\"{name}\":\""#), format!(r#"\"}} {q}"#)),
+                    _ => (format!("{p} {phrase}"), format!("{after} {q}")),
+                };
+                (pre, s, post)
+            })
+    }
+
+    const FRAGMENTS: &[&str] = &[
+        MASK,
+        "[redacted",
+        "redacted]",
+        "[",
+        "]",
+        "\"",
+        "'",
+        "\\\"",
+        ":",
+        "=",
+        "：",
+        " ",
+        ".",
+        ",",
+        "/",
+        "+",
+        "-",
+        "_",
+        "&",
+        "?",
+        "@",
+        "://",
+        "provided",
+        "Bearer",
+        "Authorization:",
+        "api key",
+        "apikey",
+        "token",
+        "password",
+        "密钥",
+        "令牌",
+        "无效",
+        "http://u:p@h/",
+        "?key=",
+        "&token=",
+        "sk-",
+        "SK-",
+        "eyJ",
+        "abc",
+        "123",
+        "\n",
+        "\u{1b}[31m",
+        "é",
+        "余额",
+        "…",
+        "{",
+        "}",
+        "(",
+        ")",
+        "x-api-key",
+        "redis://",
+        "无效的API Key",
+        "Digest ",
+    ];
+
+    /// Text built from the pieces the rules react to: names, separators, quotes, masks, keys.
+    fn soup() -> impl Strategy<Value = String> {
+        vec(
+            prop_oneof![
+                4 => select(FRAGMENTS).prop_map(String::from),
+                1 => secret(),
+                1 => "[ -~]{0,12}",
+            ],
+            0..40,
+        )
+        .prop_map(|v| v.concat())
+    }
+
+    /// Secrets of awkward shapes registered by the known-secret properties only (the registry
+    /// is global: values unique to these tests): quotes, backslashes, spaces, brackets,
+    /// non-ASCII, overlapping each other, part of a mask.
+    const KNOWN: &[&str] = &[
+        "pröp-idem-sécret",
+        "idem pass\"w0rd\\",
+        "[idem]-bracket-pw",
+        "zz-idem-overlap-zz",
+        "overlap-zz-idem-tail",
+        "redacted]idem",
+        "8-idem-12345",
+        "密码idem秘密",
+    ];
+
+    fn register_known() {
+        add_known_secrets(KNOWN.iter().map(|s| (*s).to_string()));
+    }
+
+    fn soup_with_known() -> impl Strategy<Value = String> {
+        vec(
+            prop_oneof![
+                2 => soup(),
+                1 => select(KNOWN).prop_map(String::from),
+            ],
+            0..6,
+        )
+        .prop_map(|v| v.concat())
+    }
+
+    /// Fails when an 8-character window of `secret` is in `out` but not in the text around it.
+    fn assert_gone(surrounding: &str, out: &str, secret: &str) -> Result<(), TestCaseError> {
+        let chars: Vec<char> = secret.chars().collect();
+        for w in chars.windows(8.min(chars.len())) {
+            let w: String = w.iter().collect();
+            prop_assert!(
+                !out.contains(&w) || surrounding.contains(&w),
+                "fragment {w:?} of {secret:?} survived: {out:?}"
+            );
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(crate::fuzz::config(2000))]
+
+        #[test]
+        fn never_panics_and_respects_the_cap(text in "(?s).{0,2000}", cap in 0usize..600) {
+            let out = redact_capped(&text, cap);
+            prop_assert!(out.chars().count() <= cap);
+            prop_assert!(!out.chars().any(is_unsafe));
+            let out = redact(&text);
+            prop_assert!(out.chars().count() <= MAX_CHARS);
+        }
+
+        #[test]
+        fn soup_never_panics_and_respects_the_cap(text in soup(), cap in 0usize..300) {
+            prop_assert!(redact_capped(&text, cap).chars().count() <= cap);
+        }
+
+        #[test]
+        fn redacting_twice_changes_nothing(text in soup(), cap in 0usize..300) {
+            let once = redact(&text);
+            prop_assert_eq!(redact(&once), once);
+            let once = redact_capped(&text, cap);
+            prop_assert_eq!(redact_capped(&once, cap), once);
+        }
+
+        #[test]
+        fn redacting_arbitrary_text_twice_changes_nothing(text in "(?s).{0,600}") {
+            let once = redact(&text);
+            prop_assert_eq!(redact(&once), once);
+        }
+
+        #[test]
+        fn redacting_twice_changes_nothing_with_known_secrets(text in soup_with_known()) {
+            register_known();
+            let once = redact(&text);
+            prop_assert_eq!(redact(&once), once);
+        }
+
+        #[test]
+        fn a_known_secret_never_survives(p in prose(), k in select(KNOWN), q in prose()) {
+            register_known();
+            let input = format!("{p} {k} {q}");
+            let out = redact(&input);
+            prop_assert!(!out.contains(k), "{:?} -> {:?}", input, out);
+        }
+
+        #[test]
+        fn a_secret_never_survives((pre, secret, post) in embedded()) {
+            let input = format!("{pre}{secret}{post}");
+            let out = redact(&input);
+            assert_gone(&format!("{pre}{post}"), &out, &secret)?;
+        }
+    }
+
+    proptest! {
+        #![proptest_config(crate::fuzz::config(48))]
+
+        /// Megabytes of input: bounded time, the cap holds, no key head left at the pre-cut.
+        #[test]
+        fn huge_input_is_bounded((unit, times) in (soup(), 1usize..20_000), cap in 0usize..2_000) {
+            let text = unit.repeat(times);
+            let out = redact_capped(&text, cap);
+            prop_assert!(out.chars().count() <= cap);
+        }
+    }
+}
