@@ -52,10 +52,15 @@ pub(super) fn key_token(b: &[u8], i: usize) -> Option<(usize, usize)> {
         return None;
     }
     if chain_start {
-        let end = trim(b, i, run_end(b, i, is_chain));
+        let raw_end = run_end(b, i, is_chain);
+        let end = trim(b, i, raw_end);
         // After `:` or `@` a chain is a URL's port or host and path: only its key components
-        // are masked, never the host.
-        if !matches!(prev, Some(b':' | b'@')) && whole_chain(&b[i..end]) {
+        // are masked, never the host. A chain that runs into a mask was longer before a part
+        // of it was masked: judged whole again it could turn out differently.
+        if !matches!(prev, Some(b':' | b'@'))
+            && !super::scan::mask_at(b, raw_end)
+            && whole_chain(&b[i..end])
+        {
             return Some((i, padded(b, end)));
         }
     }

@@ -918,6 +918,17 @@ fn the_rest_of_a_word_glued_to_a_key_goes_with_it() {
 }
 
 #[test]
+fn a_chain_cut_short_by_a_mask_is_not_judged_whole() {
+    // Pass one masked `ALTAK-…/hex`; pass two saw the chain end at the mask and judged the
+    // shorter `AaAaa+aAAprovidedbce-v3` a base64 key.
+    let input = "AaAaa+aAAprovidedbce-v3/ALTAK-0aAAa000aAAA0A0AaaAa/a0aa00aaaaaa0a0a0a00a0a00aaa00a0aa0aa00a/provided";
+    assert_eq!(
+        assert_idempotent(input, MAX_CHARS),
+        "AaAaa+aAAprovidedbce-v3/[redacted]/provided"
+    );
+}
+
+#[test]
 fn truncation_never_splits_a_mask() {
     // Cut as `'[redacted…`, the half mask read as an unterminated quoted value next time.
     let out = assert_idempotent("sk-\né密钥\nsk-aaA00a[A a0provided\nx-api-key:'A' ", 52);
