@@ -20,7 +20,8 @@ static FORMS: RwLock<Vec<String>> = RwLock::new(Vec::new());
 
 /// Registers secret values: every later [`super::redact`] masks each occurrence of each of them.
 ///
-/// Skipped: values under [`MIN_SECRET_CHARS`] characters, pure decimal numbers and
+/// Skipped: values under [`MIN_SECRET_CHARS`] characters (surrounding whitespace not counted),
+/// pure decimal numbers and
 /// `true`/`false` (flags and limits in secret-named variables, e.g. `MAX_TOKENS=4096`).
 /// Besides the value itself its trimmed form, its JSON-escaped form (a value holding `"` or `\`
 /// appears escaped inside JSON error bodies) and its form with control characters replaced
@@ -72,10 +73,10 @@ fn spellings(value: &str) -> Vec<String> {
 }
 
 fn registrable(value: &str) -> bool {
-    if value.chars().count() < MIN_SECRET_CHARS {
+    let t = value.trim();
+    if t.chars().count() < MIN_SECRET_CHARS {
         return false;
     }
-    let t = value.trim();
     let number = {
         let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
         let (int, frac) = digits.split_once('.').unwrap_or((digits, "0"));

@@ -54,7 +54,7 @@ pub const MASK: &str = "[redacted]";
 /// Default cap for stored and printed error text, in characters.
 pub const MAX_CHARS: usize = 400;
 
-/// Appended when text is cut.
+/// Appended when text is cut (as a char, and as the bytes the scanners see).
 const ELLIPSIS: char = '…';
 const ELLIPSIS_UTF8: &[u8] = "…".as_bytes();
 

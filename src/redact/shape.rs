@@ -11,7 +11,10 @@
 //! random-looking segment (see [`random_looking`]). A key-like component is masked with its
 //! prefix segments (`nvapi-…`, `ms-<uuid>`); a chain is masked whole when every component after
 //! the first is key-like (`bce-v3/…/…`) or when, joined, it is a key (AWS secret keys hold `/`
-//! and `+`). Git hashes and UUIDs are masked on purpose: nothing tells them from keys.
+//! and `+`). Never judged whole: a chain right after `:` or `@` (a URL's port, or its host after
+//! credentials), a chain that runs into a mask (it was longer before part of it was masked),
+//! and, for the joined form, a chain with a component holding no capital or digit (a path).
+//! Git hashes and UUIDs are masked on purpose: nothing tells them from keys.
 //! Model ids, paths, URLs, error codes, dates and numbers keep short or word-like segments.
 
 use super::scan::{is_key_char, run_end};
@@ -196,8 +199,9 @@ fn class(c: u8) -> Class {
 /// length; each uncommon letter pair inside a longer word counts 2. Random-looking = at least
 /// two of upper case, lower case and digits, at least [`MIN_SEGMENT`] characters, and a score of
 /// at least the length. Identifiers average over four characters a part with common pairs and
-/// score below it; uniformly random base-62 strings of 20 characters score above it all but
-/// about once in ten thousand (see the `random_base62_segments_are_caught` test).
+/// score below it. Measured on 300 000 uniformly random strings per row: base-62 of 20
+/// characters is missed 3 times, of 32 never; lower-case base-36 of 20 30 times, of 32 never
+/// (the `random_base62_segments_are_caught` test keeps a smaller sample of this).
 pub(super) fn random_looking(segment: &[u8]) -> bool {
     let n = segment.len();
     if n < MIN_SEGMENT || !segment.iter().all(u8::is_ascii_alphanumeric) {

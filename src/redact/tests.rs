@@ -738,9 +738,12 @@ fn known_secrets_are_masked_in_every_spelling() {
 #[test]
 fn short_numeric_and_boolean_values_are_not_registered() {
     add_known_secrets(
-        ["x", "abcde", "12345678", "-42.5000", "true", "FALSE", ""].map(String::from),
+        [
+            "x", "abcde", "12345678", "-42.5000", "true", "FALSE", "", "  abc  ",
+        ]
+        .map(String::from),
     );
-    let text = "x abcde 12345678 -42.5000 true FALSE";
+    let text = "x abcde 12345678 -42.5000 true FALSE y  abc  z";
     assert_eq!(redact(text), text);
     assert_eq!(MIN_SECRET_CHARS, 6);
 }
