@@ -1,0 +1,199 @@
+//! The known-secret registry: values the runner knows to be secret (environment variables with
+//! secret names, keys resolved from Pi's `models.json` and `auth.json`) are masked wherever they
+//! appear, whatever their shape. The one piece of global state in `redact`: a process-wide list,
+//! held in memory only, never written, logged or printed. No I/O.
+
+use std::sync::{PoisonError, RwLock};
+
+use super::MASK;
+
+/// Shorter values are not registered: a dummy key such as `x` would mask every `x` in the text.
+pub const MIN_SECRET_CHARS: usize = 6;
+
+/// At most this many forms are held (a form = a value or one of its spellings, see
+/// [`add_known_secrets`]); later ones are ignored. The runner registers a few dozen.
+const MAX_FORMS: usize = 4096;
+
+/// Every registered spelling, longest first (so a secret is masked whole, not from a shorter
+/// secret it contains).
+static FORMS: RwLock<Vec<String>> = RwLock::new(Vec::new());
+
+/// Registers secret values: every later [`super::redact`] masks each occurrence of each of them.
+///
+/// Skipped: values under [`MIN_SECRET_CHARS`] characters (surrounding whitespace not counted),
+/// pure decimal numbers and
+/// `true`/`false` (flags and limits in secret-named variables, e.g. `MAX_TOKENS=4096`).
+/// Besides the value itself its trimmed form, its JSON-escaped form (a value holding `"` or `\`
+/// appears escaped inside JSON error bodies) and its form with control characters replaced
+/// (as `redact` sees the text) are registered when they differ.
+pub fn add_known_secrets<I: IntoIterator<Item = String>>(values: I) {
+    let mut new = Vec::new();
+    for value in values {
+        for form in spellings(&value) {
+            if registrable(&form) && !new.contains(&form) {
+                new.push(form);
+            }
+        }
+    }
+    if new.is_empty() {
+        return;
+    }
+    let mut forms = FORMS.write().unwrap_or_else(PoisonError::into_inner);
+    for form in new {
+        if forms.len() >= MAX_FORMS {
+            break;
+        }
+        if !forms.contains(&form) {
+            forms.push(form);
+        }
+    }
+    forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+}
+
+/// The spellings of one value that text may contain.
+fn spellings(value: &str) -> Vec<String> {
+    let mut out = vec![value.to_string()];
+    let trimmed = value.trim();
+    if trimmed != value {
+        out.push(trimmed.to_string());
+    }
+    for v in [value, trimmed] {
+        if let Ok(quoted) = serde_json::to_string(v)
+            && let Some(inner) = quoted.get(1..quoted.len().saturating_sub(1))
+            && inner != v
+        {
+            out.push(inner.to_string());
+        }
+        let cleaned = super::clean_controls(v);
+        if cleaned != v {
+            out.push(cleaned.trim().to_string());
+        }
+    }
+    out
+}
+
+fn registrable(value: &str) -> bool {
+    let t = value.trim();
+    if t.chars().count() < MIN_SECRET_CHARS {
+        return false;
+    }
+    let number = {
+        let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
+        let (int, frac) = digits.split_once('.').unwrap_or((digits, "0"));
+        !int.is_empty()
+            && !frac.is_empty()
+            && int.bytes().all(|c| c.is_ascii_digit())
+            && frac.bytes().all(|c| c.is_ascii_digit())
+    };
+    // A mask inside a secret could never be matched again: masks are atomic.
+    !number
+        && !t.eq_ignore_ascii_case("true")
+        && !t.eq_ignore_ascii_case("false")
+        && !value.contains(MASK)
+}
+
+/// Replaces every occurrence of a registered secret with [`MASK`]. Text already masked stays as
+/// it is: matching happens only between existing masks, so masking twice changes nothing.
+pub(super) fn mask_known(text: &str) -> String {
+    let forms = FORMS.read().unwrap_or_else(PoisonError::into_inner);
+    if forms.is_empty() || text.is_empty() {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut pieces = text.split(MASK).peekable();
+    while let Some(piece) = pieces.next() {
+        mask_piece(piece, &forms, &mut out);
+        if pieces.peek().is_some() {
+            out.push_str(MASK);
+        }
+    }
+    out
+}
+
+/// Masks the secrets of one mask-free piece of text, merging overlapping occurrences.
+fn mask_piece(piece: &str, forms: &[String], out: &mut String) {
+    let mut hits: Vec<(usize, usize)> = Vec::new();
+    for form in forms {
+        if form.len() > piece.len() {
+            continue;
+        }
+        hits.extend(
+            piece
+                .match_indices(form.as_str())
+                .map(|(at, f)| (at, at + f.len())),
+        );
+    }
+    if hits.is_empty() {
+        out.push_str(piece);
+        return;
+    }
+    hits.sort_unstable();
+    let mut copied = 0;
+    let mut current: Option<(usize, usize)> = None;
+    for (start, end) in hits {
+        match current {
+            Some((s, e)) if start <= e => current = Some((s, e.max(end))),
+            _ => {
+                if let Some((s, e)) = current {
+                    out.push_str(piece.get(copied..s).unwrap_or(""));
+                    out.push_str(MASK);
+                    copied = e;
+                }
+                current = Some((start, end));
+            }
+        }
+    }
+    if let Some((s, e)) = current {
+        out.push_str(piece.get(copied..s).unwrap_or(""));
+        out.push_str(MASK);
+        copied = e;
+    }
+    out.push_str(piece.get(copied..).unwrap_or(""));
+}
+
+/// Moves a cut position back to the start of any registered secret that straddles it, so a
+/// cut never leaves the head of a known secret behind (see `precut`).
+pub(super) fn safe_cut(text: &str, mut cut: usize) -> usize {
+    let forms = FORMS.read().unwrap_or_else(PoisonError::into_inner);
+    loop {
+        let mut moved = cut;
+        for form in forms.iter() {
+            let lo = floor_boundary(text, cut.saturating_sub(form.len()));
+            let hi = ceil_boundary(text, cut.saturating_add(form.len()));
+            let window = text.get(lo..hi).unwrap_or("");
+            let mut from = 0;
+            while let Some(at) = window.get(from..).and_then(|w| w.find(form.as_str())) {
+                let start = lo + from + at;
+                if start < cut && start + form.len() > cut {
+                    moved = moved.min(start);
+                }
+                // Step one char: occurrences may overlap.
+                let step = window
+                    .get(from + at..)
+                    .and_then(|rest| rest.chars().next())
+                    .map_or(1, char::len_utf8);
+                from += at + step;
+            }
+        }
+        if moved == cut {
+            return cut;
+        }
+        cut = moved;
+    }
+}
+
+fn floor_boundary(text: &str, mut at: usize) -> usize {
+    at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+fn ceil_boundary(text: &str, mut at: usize) -> usize {
+    at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at += 1;
+    }
+    at
+}

@@ -1,0 +1,207 @@
+//! Secret masking and truncation for every error that is printed, logged or stored. Pure but
+//! for one thing: a process-wide registry of known secret values ([`add_known_secrets`]). No
+//! I/O, no clock, no regex — a handful of byte scanners over the text.
+//!
+//! Masking must not depend on a key's shape: a provider's 401 body (`Incorrect API key
+//! provided: <KEY>`) echoes whatever key it got, and providers keep inventing key formats. So
+//! four layers, each replacing a secret with `[redacted]` and keeping the text around it:
+//! 1. **Known secrets** (`known`): every occurrence of a value the runner registered — the
+//!    values of secret-named environment variables (Pi inherits them) and the keys and header
+//!    values of Pi's `models.json` and `auth.json` — also in JSON-escaped form. Values under
+//!    6 characters, pure decimal numbers and `true`/`false` are not registered (a test
+//!    `models.json` uses the dummy key `x`; masking every `x` would destroy the output). The
+//!    values are held in memory only, never written, logged or printed anywhere.
+//! 2. **Announced values** (`named`): the value after `Authorization` / `api_key` / `x-api-key`
+//!    / `token` / `password` / `secret key` … or `密钥` / `令牌` / `密码` …, followed by `:` `=`
+//!    `：` or the word `provided` (`Incorrect API key provided: hunter22.` → `…: [redacted].`),
+//!    quoted or not, JSON-escaped or not, whatever its shape. Without a separator only a
+//!    key-looking word is masked (`invalid apikey 3f2a…`), so `api key is invalid` stays. An
+//!    `Authorization` value is masked whole, scheme included; `Bearer <token>` masks the token.
+//! 3. **Key shapes** (`scan`, `shape`): vendor prefixes anywhere (`sk-`/`SK-`, `AIza`, `ghp_`,
+//!    `AKIA`…), bare JWTs, and — whatever the prefix — long random-looking tokens: UUIDs, 32+
+//!    hex digits (so git hashes too: indistinguishable from keys), `hex32.alnum16`,
+//!    `bce-v3/ALTAK-…/…`, and runs of 20+ key characters with a random-looking segment. Model
+//!    ids, paths, URLs, error codes, dates and numbers are left alone.
+//! 4. **URLs**: key/token/signature query parameters and `user:password@` credentials
+//!    (`redis://:password@host` too).
+//!
+//! Environment names (see [`is_secret_env_name`]): a variable is secret when its name contains
+//! KEY, TOKEN, SECRET, PASSWORD, PASSWD, PASSPHRASE, AUTH, CREDENTIAL, PRIVATE, COOKIE or
+//! SESSION, or has PASS as a `_`-separated word (`DB_PASS`); except `SSH_AUTH_SOCK`,
+//! `GIT_ASKPASS`, `SSH_ASKPASS`, `SUDO_ASKPASS`, `XAUTHORITY`, `ICEAUTHORITY`, `KEYTIMEOUT`,
+//! `DBUS_SESSION_BUS_ADDRESS`, `SESSION_MANAGER`, `DESKTOP_SESSION`, `GNOME_KEYRING_CONTROL`,
+//! `GNOME_KEYRING_PID`, `XDG_SESSION_*`, and words KEYBOARD…, KEYMAP, AUTHOR, AUTHORITY
+//! (`GIT_AUTHOR_NAME`); `AUTHORIZATION` still counts. These hold sockets, paths, programs or
+//! session plumbing, and masking them would only blank out ordinary words.
+//!
+//! Control characters (newlines, ESC and whole ANSI sequences, bidi overrides) become a space
+//! first; after masking the result is cut to [`MAX_CHARS`] characters with a trailing `…`.
+//! Masking runs before cutting, so a cut can never expose the head of a secret. Masks are
+//! atomic: `redact(redact(x)) == redact(x)`.
+
+mod known;
+mod named;
+mod scan;
+mod shape;
+mod sources;
+
+pub use known::{MIN_SECRET_CHARS, add_known_secrets};
+pub use sources::{is_secret_env_name, secrets_in_auth_json, secrets_in_models_json};
+
+/// What a secret is replaced with.
+pub const MASK: &str = "[redacted]";
+
+/// Default cap for stored and printed error text, in characters.
+pub const MAX_CHARS: usize = 400;
+
+/// Appended when text is cut (as a char, and as the bytes the scanners see).
+const ELLIPSIS: char = '…';
+const ELLIPSIS_UTF8: &[u8] = "…".as_bytes();
+
+/// Masks secrets, replaces control characters with spaces and caps the length at
+/// [`MAX_CHARS`] characters.
+#[must_use]
+pub fn redact(text: &str) -> String {
+    redact_capped(text, MAX_CHARS)
+}
+
+/// [`redact`] with a caller-chosen cap (in characters, `…` included).
+#[must_use]
+pub fn redact_capped(text: &str, max_chars: usize) -> String {
+    let text = precut(text, max_chars);
+    // Controls go first: an ANSI colour code glued to a key (`\x1b[1msk-…`) must not hide the
+    // key's start from the scanners.
+    let clean = clean_controls(text);
+    // Known secrets before the shape rules: a rule masking part of a known secret would leave
+    // the rest of it for nobody to find.
+    let masked = mask_all(&clean);
+    let mut out = truncate(&masked, max_chars);
+    // A cut can turn the head of a long word into something a rule masks (a prefix of a
+    // token can look like a key where the whole did not): redact the cut text again until it
+    // is stable, so redacting the output changes nothing. Two rounds settle it in practice.
+    if out != masked {
+        for _ in 0..4 {
+            let again = truncate(&mask_all(&out), max_chars);
+            if again == out {
+                break;
+            }
+            out = again;
+        }
+    }
+    out
+}
+
+fn mask_all(text: &str) -> String {
+    scan::mask(&known::mask_known(text))
+}
+
+/// Cuts absurdly long input before scanning, without leaving half a token or half a known
+/// secret at the cut (which the scanners might no longer recognise). Only text far beyond the
+/// cap is dropped.
+fn precut(text: &str, max_chars: usize) -> &str {
+    let limit = max_chars.saturating_mul(4).saturating_add(16 * 1024);
+    if text.len() <= limit {
+        return text;
+    }
+    let b = text.as_bytes();
+    let mut cut = limit;
+    loop {
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let before = cut;
+        if scan::is_tok(b[cut]) {
+            while cut > 0 && scan::is_tok(b[cut - 1]) {
+                cut -= 1;
+            }
+        }
+        cut = known::safe_cut(text, cut);
+        if cut == before {
+            break;
+        }
+    }
+    text.get(..cut).unwrap_or("")
+}
+
+/// Characters that could break a log line or fool a terminal.
+fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// Each run of control characters (an ANSI escape sequence counts as one) becomes one space.
+fn clean_controls(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    let mut in_run = false;
+    while let Some(c) = chars.next() {
+        if !is_unsafe(c) {
+            out.push(c);
+            in_run = false;
+            continue;
+        }
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            // CSI: parameter and intermediate bytes, then one final byte.
+            while let Some(&d) = chars.peek() {
+                match d {
+                    '\u{20}'..='\u{3f}' => {
+                        chars.next();
+                    }
+                    '\u{40}'..='\u{7e}' => {
+                        chars.next();
+                        break;
+                    }
+                    _ => break,
+                }
+            }
+        }
+        if !in_run {
+            out.push(' ');
+            in_run = true;
+        }
+    }
+    out
+}
+
+/// How far a cut moves back to avoid splitting a word, in bytes.
+const MAX_WORD_BACKOFF: usize = 64;
+
+/// At most `max_chars` characters; a cut text ends with `…`. A cut never splits a mask, and a
+/// cut inside a word of ordinary length drops the partial word: its head could read as something else (`provided is` cut to
+/// `provided i…` would announce a value), which would make redacting twice differ from once.
+fn truncate(s: &str, max_chars: usize) -> String {
+    if max_chars == 0 {
+        return String::new();
+    }
+    let mut indices = s.char_indices().map(|(i, _)| i);
+    let Some(mut cut) = indices.nth(max_chars - 1) else {
+        return s.to_string();
+    };
+    if indices.next().is_none() {
+        return s.to_string();
+    }
+    let b = s.as_bytes();
+    // Half a mask (`[reda…`) would read as text to mask on the next pass.
+    if let Some(start) = (cut.saturating_sub(MASK.len() - 1)..cut).find(|&k| scan::mask_at(b, k)) {
+        cut = start;
+    }
+    if cut > 0 && scan::is_tok(b[cut]) && scan::is_tok(b[cut - 1]) {
+        let start = (cut.saturating_sub(MAX_WORD_BACKOFF)..cut)
+            .rev()
+            .find(|&k| !scan::is_tok(b[k]))
+            .map(|k| k + 1);
+        if let Some(start) = start.filter(|&k| k > 0) {
+            cut = start;
+        }
+    }
+    let mut out = s.get(..cut).unwrap_or("").to_string();
+    out.push(ELLIPSIS);
+    out
+}
+
+#[cfg(test)]
+mod tests;
