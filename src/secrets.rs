@@ -8,10 +8,10 @@ use crate::settings::Settings;
 /// Registers every secret value `settings` can point at with `redact`.
 pub fn register(settings: &Settings) {
     let mut values = settings.secret_values.clone();
-    if let Some(url) = &settings.health_url
-        && let Some(password) = crate::health::store::url_password(url)
-    {
-        values.push(password);
+    if let Some(url) = &settings.health_url {
+        // As written (%-escaped) and as sent to the server.
+        values.extend(crate::health::store::url_password(url));
+        values.extend(crate::health::store::redis_url_password(url));
     }
     if let Some(dir) = &settings.agent_dir {
         // Bounded reads: these files are small; a huge one is not Pi's and is skipped.
@@ -26,24 +26,14 @@ pub fn register(settings: &Settings) {
             Some(text)
         };
         if let Some(text) = read("models.json") {
-            values.extend(shim::secrets_in_models_json(&text, &|name: &str| {
-                crate::settings::var(name)
-            }));
+            values.extend(crate::redact::secrets_in_models_json(
+                &text,
+                &|name: &str| crate::settings::var(name),
+            ));
         }
         if let Some(text) = read("auth.json") {
-            values.extend(shim::secrets_in_auth_json(&text));
+            values.extend(crate::redact::secrets_in_auth_json(&text));
         }
     }
-    shim::add_known_secrets(values);
-}
-
-/// Placeholder until redaction owns known secrets.
-mod shim {
-    pub fn secrets_in_models_json(_: &str, _: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
-        Vec::new()
-    }
-    pub fn secrets_in_auth_json(_: &str) -> Vec<String> {
-        Vec::new()
-    }
-    pub fn add_known_secrets(_: Vec<String>) {}
+    crate::redact::add_known_secrets(values);
 }

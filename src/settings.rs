@@ -59,18 +59,10 @@ pub fn load(health_url_flag: Option<&str>) -> Result<Settings, ConfigError> {
         settings.health_url = Some(url.to_string());
     }
     settings.secret_values = std::env::vars_os()
-        .filter(|(k, _)| secret_named(&k.to_string_lossy()))
+        .filter(|(k, _)| crate::redact::is_secret_env_name(&k.to_string_lossy()))
         .map(|(_, v)| v.to_string_lossy().into_owned())
         .collect();
     Ok(settings)
-}
-
-/// Placeholder until redaction owns the rule.
-fn secret_named(name: &str) -> bool {
-    let n = name.to_ascii_uppercase();
-    ["KEY", "TOKEN", "SECRET", "PASSWORD"]
-        .iter()
-        .any(|w| n.contains(w))
 }
 
 /// One variable's value, for reading a config file's `$VAR` references the way Pi would.

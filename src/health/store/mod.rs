@@ -92,6 +92,11 @@ pub fn open(
     })
 }
 
+/// The password of a Redis health URL as the server gets it (%-escapes decoded), if it parses.
+pub fn redis_url_password(url: &str) -> Option<String> {
+    redis::url::parse(url).ok()?.password
+}
+
 /// The password in a health URL (`redis://user:PASSWORD@host`, `unix://:PASSWORD@/path`,
 /// `…?password=PASSWORD`), for masking.
 pub fn url_password(url: &str) -> Option<String> {
