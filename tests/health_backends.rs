@@ -20,9 +20,23 @@ use pi_ccswitch_run::failover::classify::{FailureClass, Scope};
 use pi_ccswitch_run::health::cooldown::PROBE_LEASE_MS;
 use pi_ccswitch_run::health::store::{Claim, FileStore, HealthStore, RedisStore, STATE_FILE};
 use pi_ccswitch_run::health::{
-    Delta, Health, Keys, MAX_RECORDS_PER_SCOPE, SWITCH_LOG_LEN, SwitchEntry,
+    Delta, Health, Keys, MAX_RECORDS_PER_SCOPE, ProbeTarget, SWITCH_LOG_LEN, SwitchEntry,
 };
 use support::redis::{RedisServer, Resp, redis_cmd};
+
+/// A probe target written as in messages: `provider:NAME`, `endpoint:KEY`, `model:P/ID`; a bare
+/// name is a provider.
+fn probe(text: &str) -> ProbeTarget {
+    for scope in [Scope::Provider, Scope::Endpoint, Scope::Model] {
+        if let Some(key) = text
+            .strip_prefix(scope.as_str())
+            .and_then(|r| r.strip_prefix(':'))
+        {
+            return ProbeTarget::new(scope, key);
+        }
+    }
+    ProbeTarget::new(Scope::Provider, text)
+}
 
 /// A fixed wall-clock base: tests pass time in.
 const T0: u64 = 1_700_000_000_000;
@@ -375,17 +389,21 @@ fn probe_lease_has_one_claimant(b: &dyn Backend) {
     open_breaker(b);
     let mut s = b.store(0.001);
     assert_eq!(
-        s.claim_probe("provider:p", T0 + 1).expect("claim").0,
+        s.claim_probe(&probe("provider:p"), T0 + 1)
+            .expect("claim")
+            .0,
         Claim::Cooling
     );
     assert_eq!(
-        s.claim_probe("provider:never-failed", T0 + 1)
+        s.claim_probe(&probe("provider:never-failed"), T0 + 1)
             .expect("claim")
             .0,
         Claim::NotNeeded
     );
     let claims = together(b, 8, 0.001, |_, s| {
-        s.claim_probe("provider:p", HALF_OPEN).expect("claim").0
+        s.claim_probe(&probe("provider:p"), HALF_OPEN)
+            .expect("claim")
+            .0
     });
     assert_eq!(
         claims.iter().filter(|c| **c == Claim::Claimed).count(),
@@ -406,7 +424,7 @@ fn probe_lease_has_one_claimant(b: &dyn Backend) {
         "{until}"
     );
     let (claim, loaded) = s
-        .claim_probe("provider:p", HALF_OPEN + PROBE_LEASE_MS - 5_000)
+        .claim_probe(&probe("provider:p"), HALF_OPEN + PROBE_LEASE_MS - 5_000)
         .expect("claim");
     assert_eq!(claim, Claim::Held, "the lease is exclusive while it runs");
     assert!(loaded.health.providers["p"].leased(HALF_OPEN + 1));
@@ -423,7 +441,7 @@ fn probe_lease_has_one_claimant(b: &dyn Backend) {
     )
     .expect("commit");
     let later = T0 + 10_000;
-    let (claim, loaded) = s.claim_probe("endpoint:p@x", later).expect("claim");
+    let (claim, loaded) = s.claim_probe(&probe("endpoint:p@x"), later).expect("claim");
     assert_eq!(claim, Claim::Claimed);
     assert_eq!(
         loaded.health.endpoints["p@x"].lease_until,
@@ -431,7 +449,9 @@ fn probe_lease_has_one_claimant(b: &dyn Backend) {
         "the claimant is told exactly what it wrote"
     );
     assert_eq!(
-        s.claim_probe("endpoint:p@x", later + 1).expect("claim").0,
+        s.claim_probe(&probe("endpoint:p@x"), later + 1)
+            .expect("claim")
+            .0,
         Claim::Held
     );
 }
@@ -440,7 +460,9 @@ fn probe_result_releases_the_lease(b: &dyn Backend) {
     open_breaker(b);
     let mut s = b.store(0.001);
     assert_eq!(
-        s.claim_probe("provider:p", HALF_OPEN).expect("claim").0,
+        s.claim_probe(&probe("provider:p"), HALF_OPEN)
+            .expect("claim")
+            .0,
         Claim::Claimed
     );
     // The probe fails: the breaker opens again (doubled), the lease is gone.
@@ -456,7 +478,7 @@ fn probe_result_releases_the_lease(b: &dyn Backend) {
         "1.8 s doubled"
     );
     assert_eq!(
-        s.claim_probe("provider:p", HALF_OPEN + 20)
+        s.claim_probe(&probe("provider:p"), HALF_OPEN + 20)
             .expect("claim")
             .0,
         Claim::Cooling
@@ -465,7 +487,7 @@ fn probe_result_releases_the_lease(b: &dyn Backend) {
     let again = HALF_OPEN + 10 + 3_600;
     assert_eq!(
         b.store(0.001)
-            .claim_probe("provider:p", again)
+            .claim_probe(&probe("provider:p"), again)
             .expect("claim")
             .0,
         Claim::Claimed
@@ -478,7 +500,9 @@ fn probe_result_releases_the_lease(b: &dyn Backend) {
     assert_eq!(h.providers["p"].cooldown_until, None);
     assert_eq!(load(b, again + 6).providers["p"].lease_until, None);
     assert_eq!(
-        s.claim_probe("provider:p", again + 7).expect("claim").0,
+        s.claim_probe(&probe("provider:p"), again + 7)
+            .expect("claim")
+            .0,
         Claim::NotNeeded,
         "closed breaker: no lease needed"
     );
@@ -489,7 +513,7 @@ fn lease_expires_by_itself(b: &dyn Backend) {
     let mut holder = b.store(0.001);
     assert_eq!(
         holder
-            .claim_probe("provider:p", HALF_OPEN)
+            .claim_probe(&probe("provider:p"), HALF_OPEN)
             .expect("claim")
             .0,
         Claim::Claimed
@@ -500,7 +524,9 @@ fn lease_expires_by_itself(b: &dyn Backend) {
     let expired = HALF_OPEN + PROBE_LEASE_MS;
     let mut other = b.store(0.001);
     assert!(!load(b, expired).providers["p"].leased(expired));
-    let (claim, loaded) = other.claim_probe("provider:p", expired).expect("claim");
+    let (claim, loaded) = other
+        .claim_probe(&probe("provider:p"), expired)
+        .expect("claim");
     assert_eq!(claim, Claim::Claimed);
     assert_eq!(
         loaded.health.providers["p"].lease_until,
@@ -595,7 +621,7 @@ fn management_edits_go_through_update(b: &dyn Backend) {
     s.commit(&[quota(T0 + 5, "r")], T0 + 5).expect("commit");
     let late = T0 + 5 + 31 * MIN;
     assert_eq!(
-        s.claim_probe("provider:r", late).expect("claim").0,
+        s.claim_probe(&probe("provider:r"), late).expect("claim").0,
         Claim::Claimed
     );
     let _ = s
@@ -828,8 +854,8 @@ fn redis_agrees_with_direct_application_on_random_histories() {
                     prop_assert_eq!(comparable(r, now), comparable(m, now), "after {:?}", step);
                 }
                 Step::Claim(target) => {
-                    let (rc, r) = redis.claim_probe(target, now).expect("redis claim");
-                    let (mc, m) = memory.claim_probe(target, now).expect("memory claim");
+                    let (rc, r) = redis.claim_probe(&probe(target), now).expect("redis claim");
+                    let (mc, m) = memory.claim_probe(&probe(target), now).expect("memory claim");
                     prop_assert_eq!(rc, mc, "claim of {}", target);
                     prop_assert_eq!(comparable(r.health, now), comparable(m.health, now));
                 }

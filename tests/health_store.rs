@@ -18,7 +18,7 @@ use pi_ccswitch_run::health::cooldown::PROBE_LEASE_MS;
 use pi_ccswitch_run::health::store::{
     Claim, FileStore, LOCK_FILE, Loaded, SCHEMA_VERSION, STATE_FILE, StoreError, Warning,
 };
-use pi_ccswitch_run::health::{Delta, Health, Keys, SWITCH_LOG_LEN, SwitchEntry};
+use pi_ccswitch_run::health::{Delta, Health, Keys, ProbeTarget, SWITCH_LOG_LEN, SwitchEntry};
 use pi_ccswitch_run::runlog::{LOG_FILE, ROTATE_BYTES as LOG_ROTATE_BYTES, RunLog};
 
 /// The state file and the run log of one directory, with the cooldown scale given per call as
@@ -59,7 +59,7 @@ impl Store {
         now_ms: u64,
         scale: f64,
     ) -> Result<(Claim, Loaded), StoreError> {
-        self.file(scale).claim_lease(target, now_ms)
+        self.file(scale).claim_lease(&probe(target), now_ms)
     }
     fn update(&self, now_ms: u64, mut f: impl FnMut(&mut Health)) -> Result<Loaded, StoreError> {
         self.file(1.0).update(now_ms, &mut f)
@@ -76,6 +76,20 @@ impl Store {
     fn log_line(&self, now_ms: u64, line: &str) {
         let _ = RunLog::new(&self.dir).append(now_ms, line);
     }
+}
+
+/// A probe target written as in messages: `provider:NAME`, `endpoint:KEY`, `model:P/ID`; a bare
+/// name is a provider.
+fn probe(text: &str) -> ProbeTarget {
+    for scope in [Scope::Provider, Scope::Endpoint, Scope::Model] {
+        if let Some(key) = text
+            .strip_prefix(scope.as_str())
+            .and_then(|r| r.strip_prefix(':'))
+        {
+            return ProbeTarget::new(scope, key);
+        }
+    }
+    ProbeTarget::new(Scope::Provider, text)
 }
 
 /// A fixed wall-clock base: tests pass time in, they never read it.

@@ -37,7 +37,7 @@ pub struct Filter<'a> {
     pub health: &'a Health,
     pub now_ms: u64,
     /// Providers whose probe lease this process holds.
-    pub own_leases: &'a [String],
+    pub own_leases: &'a [crate::health::ProbeTarget],
 }
 
 /// Healthy candidates for replacing `current`, best first.

@@ -74,7 +74,7 @@ pub struct Machine {
     /// A switch waiting for Pi to accept the new model.
     pub(super) pending_switch: Option<(SwitchEntry, SwitchReason)>,
     /// Probe leases this process holds (their breakers do not block it).
-    pub(super) own_leases: Vec<String>,
+    pub(super) own_leases: Vec<crate::health::ProbeTarget>,
     pub(super) switches: u32,
     /// Counters of assistant messages seen and judged (a settle without a fresh one re-uses
     /// the verdict already taken on Pi's auto-retry).

@@ -773,7 +773,7 @@ fn half_open_candidate_needs_the_probe_lease() {
     h.fail_settled(Q402);
     let actions = h.drain();
     assert!(actions.contains(&Action::ClaimProbe {
-        target: "provider:b".into()
+        target: crate::health::ProbeTarget::new(Scope::Provider, "b")
     }));
     h.m.handle_probe_result(h.now(), false);
     let sent = h.sent();

@@ -11,7 +11,7 @@
 
 use crate::catalog::ModelInfo;
 use crate::failover::classify::{FailureClass, Scope};
-use crate::health::{BREAKER_SCOPES, Health, Keys};
+use crate::health::{BREAKER_SCOPES, Health, Keys, ProbeTarget};
 
 /// How one model stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,7 +62,7 @@ pub fn availability(
     model: &ModelInfo,
     health: &Health,
     now_ms: u64,
-    own_leases: &[String],
+    own_leases: &[ProbeTarget],
 ) -> Availability {
     let keys = Keys::of(model);
     if health.models.get(&keys.model).is_some_and(|r| r.disabled) {
@@ -75,7 +75,7 @@ pub fn availability(
         let Some(record) = health.records(scope).and_then(|m| m.get(key)) else {
             continue;
         };
-        let target = crate::health::probe_target(scope, key);
+        let target = crate::health::ProbeTarget::new(scope, key);
         let mut until = None;
         let mut class = None;
         if record.cooling(now_ms) {
@@ -123,7 +123,7 @@ pub fn earliest_transient<'a>(
     models: impl IntoIterator<Item = &'a ModelInfo>,
     health: &Health,
     now_ms: u64,
-    own_leases: &[String],
+    own_leases: &[ProbeTarget],
 ) -> Option<(u64, &'a ModelInfo, Option<Blocker>)> {
     let mut best: Option<(u64, &ModelInfo, Option<Blocker>)> = None;
     for m in models {

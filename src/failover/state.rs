@@ -133,7 +133,7 @@ pub enum Action {
     /// Claim the half-open probe lease of a breaker (a `health::probe_target`), then call
     /// `handle_probe_result`.
     ClaimProbe {
-        target: String,
+        target: crate::health::ProbeTarget,
     },
     /// Persist this health change; the merged result comes back through `handle_health(seq, ..)`.
     Record {
@@ -226,7 +226,7 @@ pub(super) enum Phase {
         model: ModelInfo,
         mode: Redispatch,
         reason: SwitchReason,
-        target: String,
+        target: crate::health::ProbeTarget,
     },
     /// Commands of a re-dispatch in flight.
     Dispatching,

@@ -18,7 +18,7 @@ pub enum FailureClass {
 }
 
 /// Which breaker a failure opens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Scope {
     Provider,
     /// provider + normalised base URL

@@ -153,22 +153,28 @@ pub fn normalise_base_url(url: &str) -> String {
     out.chars().take(256).collect()
 }
 
-/// Names a breaker for a probe lease: `provider:NAME`, `endpoint:KEY` or `model:KEY`.
-pub fn probe_target(scope: Scope, key: &str) -> String {
-    format!("{}:{key}", scope.as_str())
+/// The breaker a half-open probe lease is taken on.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProbeTarget {
+    pub scope: Scope,
+    /// The breaker's key in that scope (a provider name, an endpoint key, `provider/id`).
+    pub key: String,
 }
 
-/// The scope and key of a probe target; a bare name is a provider.
-pub fn split_target(target: &str) -> (Scope, &str) {
-    for scope in [Scope::Provider, Scope::Endpoint, Scope::Model] {
-        if let Some(key) = target
-            .strip_prefix(scope.as_str())
-            .and_then(|r| r.strip_prefix(':'))
-        {
-            return (scope, key);
+impl ProbeTarget {
+    pub fn new(scope: Scope, key: &str) -> ProbeTarget {
+        ProbeTarget {
+            scope,
+            key: key.to_string(),
         }
     }
-    (Scope::Provider, target)
+}
+
+impl std::fmt::Display for ProbeTarget {
+    /// `provider:NAME`, `endpoint:KEY` or `model:KEY`, for messages.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.scope.as_str(), self.key)
+    }
 }
 
 /// One switch, for the short shared log.
@@ -196,11 +202,10 @@ pub enum Delta {
         keys: Keys,
     },
     Switch(SwitchEntry),
-    /// Probe lease taken on a breaker whose cooldown has expired; `target` is a
-    /// [`probe_target`] (`provider:NAME`, `endpoint:KEY`, `model:PROVIDER/ID`).
+    /// Probe lease taken on a breaker whose cooldown has expired.
     Lease {
         at: u64,
-        target: String,
+        target: ProbeTarget,
     },
 }
 
@@ -263,9 +268,8 @@ impl Health {
                 self.switch_log.drain(..excess);
             }
             Delta::Lease { at, target } => {
-                let (scope, key) = split_target(target);
-                if let Some(map) = self.records_mut(scope) {
-                    let r = map.entry(key.to_string()).or_default();
+                if let Some(map) = self.records_mut(target.scope) {
+                    let r = map.entry(target.key.clone()).or_default();
                     r.lease_until = Some(at.saturating_add(PROBE_LEASE_MS));
                 }
             }
@@ -292,14 +296,18 @@ impl Health {
     }
 
     /// The record a probe target names, if it exists.
-    pub fn target_record(&self, target: &str) -> Option<&Record> {
-        let (scope, key) = split_target(target);
-        self.records(scope)?.get(key)
+    pub fn target_record(&self, target: &ProbeTarget) -> Option<&Record> {
+        self.records(target.scope)?.get(&target.key)
     }
 
     /// Why `model` cannot be used at `now_ms`, if it cannot. `own_leases` are the probe
     /// targets this process holds (its own lease does not block it).
-    pub fn blocked(&self, model: &ModelInfo, now_ms: u64, own_leases: &[String]) -> Option<Block> {
+    pub fn blocked(
+        &self,
+        model: &ModelInfo,
+        now_ms: u64,
+        own_leases: &[ProbeTarget],
+    ) -> Option<Block> {
         let keys = Keys::of(model);
         if self.models.get(&keys.model).is_some_and(|r| r.disabled) {
             return Some(Block::Disabled);
@@ -318,7 +326,7 @@ impl Health {
         }
         for (scope, key, rec) in &records {
             if rec.is_some_and(|r| r.leased(now_ms))
-                && !own_leases.contains(&probe_target(*scope, key))
+                && !own_leases.contains(&ProbeTarget::new(*scope, key))
             {
                 return Some(Block::Leased);
             }
@@ -332,15 +340,15 @@ impl Health {
         &self,
         model: &ModelInfo,
         now_ms: u64,
-        own_leases: &[String],
-    ) -> Option<String> {
+        own_leases: &[ProbeTarget],
+    ) -> Option<ProbeTarget> {
         let keys = Keys::of(model);
         BREAKER_SCOPES
             .into_iter()
             .filter_map(|scope| {
                 let key = keys.get(scope)?;
                 let half_open = self.records(scope)?.get(key)?.half_open(now_ms);
-                half_open.then(|| probe_target(scope, key))
+                half_open.then(|| ProbeTarget::new(scope, key))
             })
             .find(|t| !own_leases.contains(t))
     }
@@ -445,18 +453,23 @@ mod tests {
         let after = 1000 + 30 * 60_000;
         assert_eq!(h.blocked(&a1, after, &[]), None);
         assert_eq!(
-            h.needs_probe(&a1, after, &[]).as_deref(),
+            h.needs_probe(&a1, after, &[])
+                .map(|t| t.to_string())
+                .as_deref(),
             Some("provider:a")
         );
         h.apply(
             &Delta::Lease {
                 at: after,
-                target: "provider:a".into(),
+                target: ProbeTarget::new(Scope::Provider, "a"),
             },
             1.0,
         );
         assert_eq!(h.blocked(&a1, after + 1, &[]), Some(Block::Leased));
-        assert_eq!(h.blocked(&a1, after + 1, &["provider:a".into()]), None);
+        assert_eq!(
+            h.blocked(&a1, after + 1, &[ProbeTarget::new(Scope::Provider, "a")]),
+            None
+        );
         h.apply(
             &Delta::Success {
                 at: after + 2,
@@ -531,7 +544,7 @@ mod tests {
         );
         let after = 2 * 60_000;
         let target = h.needs_probe(&m, after, &[]).expect("half-open endpoint");
-        assert_eq!(target, "endpoint:a@http://h/a");
+        assert_eq!(target.to_string(), "endpoint:a@http://h/a");
         h.apply(
             &Delta::Lease {
                 at: after,
@@ -548,8 +561,6 @@ mod tests {
             h.needs_probe(&m, after + 1, std::slice::from_ref(&target)),
             None
         );
-        assert_eq!(split_target("model:a/b/c"), (Scope::Model, "a/b/c"));
-        assert_eq!(split_target("bare"), (Scope::Provider, "bare"));
     }
 
     #[test]

@@ -51,7 +51,7 @@ enum Request {
         reply: Option<mpsc::UnboundedSender<Reply>>,
     },
     Claim {
-        target: String,
+        target: crate::health::ProbeTarget,
         now_ms: u64,
         reply: mpsc::UnboundedSender<Reply>,
     },
@@ -131,7 +131,12 @@ impl HealthHandle {
 
     /// Queues a probe-lease claim; the answer comes back on `reply` as [`Reply::Probe`]. If the
     /// thread is gone, the claim is refused at once.
-    pub fn claim(&self, target: String, now_ms: u64, reply: mpsc::UnboundedSender<Reply>) {
+    pub fn claim(
+        &self,
+        target: super::ProbeTarget,
+        now_ms: u64,
+        reply: mpsc::UnboundedSender<Reply>,
+    ) {
         let request = Request::Claim {
             target,
             now_ms,
@@ -324,7 +329,7 @@ impl Worker {
         self.replay.drain(..excess);
     }
 
-    fn claim(&mut self, target: &str, now_ms: u64) -> bool {
+    fn claim(&mut self, target: &super::ProbeTarget, now_ms: u64) -> bool {
         if !self.usable(now_ms) {
             return self.claim_in_memory(target, now_ms);
         }
@@ -346,7 +351,7 @@ impl Worker {
         }
     }
 
-    fn claim_in_memory(&mut self, target: &str, now_ms: u64) -> bool {
+    fn claim_in_memory(&mut self, target: &super::ProbeTarget, now_ms: u64) -> bool {
         use super::store::HealthStore as _;
         self.memory
             .claim_probe(target, now_ms)

@@ -70,10 +70,7 @@ fn status_of(m: &ModelInfo, available: bool, health: &Health, now_ms: u64) -> Mo
         Some(Block::Cooling(scope)) => ("cooling", Some(scope.as_str())),
         Some(Block::Leased) => ("probing", Some("provider")),
         None => match health.needs_probe(m, now_ms, &[]) {
-            Some(target) => (
-                "half-open",
-                Some(crate::health::split_target(&target).0.as_str()),
-            ),
+            Some(target) => ("half-open", Some(target.scope.as_str())),
             None => ("healthy", None),
         },
     };

@@ -30,7 +30,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{Check, Claim, HealthStore, Loaded, StoreError, Warning, claim_for, io_err};
-use crate::health::{Delta, Health, Record, SwitchEntry};
+use crate::health::{Delta, Health, ProbeTarget, Record, SwitchEntry};
 use crate::lockfile::{self, LockError, LockGuard};
 use crate::redact::{redact, redact_capped};
 
@@ -176,14 +176,18 @@ impl FileStore {
 
     /// Under the lock: decides whether this process may probe `target` now, and if the breaker
     /// is half-open and nobody holds its lease, writes the lease ([`Claim::Claimed`]).
-    pub fn claim_lease(&self, target: &str, now_ms: u64) -> Result<(Claim, Loaded), StoreError> {
+    pub fn claim_lease(
+        &self,
+        target: &ProbeTarget,
+        now_ms: u64,
+    ) -> Result<(Claim, Loaded), StoreError> {
         let scale = self.cooldown_scale;
         self.read_modify_write(now_ms, |health| {
             let claim = claim_for(health, target, now_ms);
             if claim == Claim::Claimed {
                 let lease = Delta::Lease {
                     at: now_ms,
-                    target: target.to_string(),
+                    target: target.clone(),
                 };
                 health.apply(&lease, scale);
             }
@@ -359,7 +363,11 @@ impl HealthStore for FileStore {
         FileStore::commit(self, deltas, now_ms)
     }
 
-    fn claim_probe(&mut self, target: &str, now_ms: u64) -> Result<(Claim, Loaded), StoreError> {
+    fn claim_probe(
+        &mut self,
+        target: &ProbeTarget,
+        now_ms: u64,
+    ) -> Result<(Claim, Loaded), StoreError> {
         self.claim_lease(target, now_ms)
     }
 

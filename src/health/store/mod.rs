@@ -19,7 +19,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{Delta, Health};
+use super::{Delta, Health, ProbeTarget};
 
 pub use file::{FileStore, LOCK_FILE, SCHEMA_VERSION, STATE_FILE};
 pub use redis::RedisStore;
@@ -33,9 +33,13 @@ pub trait HealthStore: Send {
     fn load(&mut self, now_ms: u64) -> Result<Loaded, StoreError>;
     /// Applies `deltas` atomically on top of the stored health and returns the result.
     fn commit(&mut self, deltas: &[Delta], now_ms: u64) -> Result<Loaded, StoreError>;
-    /// Decides whether this process may probe `target` (a `health::probe_target`) now and, if the
+    /// Decides whether this process may probe `target` now and, if the
     /// breaker is half-open and nobody holds its lease, takes the lease.
-    fn claim_probe(&mut self, target: &str, now_ms: u64) -> Result<(Claim, Loaded), StoreError>;
+    fn claim_probe(
+        &mut self,
+        target: &ProbeTarget,
+        now_ms: u64,
+    ) -> Result<(Claim, Loaded), StoreError>;
     /// Lets a management command edit the stored health (`--reactivate`, `--disable`, `--reset`).
     fn update(
         &mut self,
@@ -118,7 +122,7 @@ pub fn url_password(url: &str) -> Option<String> {
 }
 
 /// The claim rule every store applies to the breaker record named by `target`.
-pub fn claim_for(health: &Health, target: &str, now_ms: u64) -> Claim {
+pub fn claim_for(health: &Health, target: &ProbeTarget, now_ms: u64) -> Claim {
     match health.target_record(target) {
         Some(r) if r.leased(now_ms) => Claim::Held,
         Some(r) if r.cooling(now_ms) => Claim::Cooling,
@@ -167,13 +171,17 @@ impl HealthStore for Memory {
         Ok(self.loaded())
     }
 
-    fn claim_probe(&mut self, target: &str, now_ms: u64) -> Result<(Claim, Loaded), StoreError> {
+    fn claim_probe(
+        &mut self,
+        target: &ProbeTarget,
+        now_ms: u64,
+    ) -> Result<(Claim, Loaded), StoreError> {
         let claim = claim_for(&self.health, target, now_ms);
         if claim == Claim::Claimed {
             self.health.apply(
                 &Delta::Lease {
                     at: now_ms,
-                    target: target.to_string(),
+                    target: target.clone(),
                 },
                 self.cooldown_scale,
             );

@@ -47,7 +47,7 @@ use crate::clock;
 use crate::health::Scope;
 use crate::health::cooldown::PROBE_LEASE_MS;
 use crate::health::{
-    BREAKER_SCOPES, Delta, Health, MAX_RECORDS_PER_SCOPE, SWITCH_LOG_LEN, split_target,
+    BREAKER_SCOPES, Delta, Health, MAX_RECORDS_PER_SCOPE, ProbeTarget, SWITCH_LOG_LEN,
 };
 
 pub use self::conn::{COMMAND_TIMEOUT, CONNECT_BUDGET};
@@ -361,8 +361,12 @@ impl HealthStore for RedisStore {
         self.load_all(now_ms)
     }
 
-    fn claim_probe(&mut self, target: &str, now_ms: u64) -> Result<(Claim, Loaded), StoreError> {
-        let (scope, key) = split_target(target);
+    fn claim_probe(
+        &mut self,
+        target: &ProbeTarget,
+        now_ms: u64,
+    ) -> Result<(Claim, Loaded), StoreError> {
+        let (scope, key) = (target.scope, target.key.as_str());
         let record = [(scope, key.to_string())];
         let until = now_ms.saturating_add(PROBE_LEASE_MS);
         let claim = self.transact(|con, keys| {

@@ -203,7 +203,7 @@ pub fn plan(before: &Health, after: &Health, now_ms: u64) -> Vec<Write> {
 
 /// The records (scope, key) that `deltas` read or write, each once, in first-use order.
 pub fn touched(deltas: &[crate::health::Delta]) -> Vec<(Scope, String)> {
-    use crate::health::{Delta, split_target};
+    use crate::health::Delta;
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
     let mut add = |scope: Scope, key: &str| {
@@ -219,10 +219,7 @@ pub fn touched(deltas: &[crate::health::Delta]) -> Vec<(Scope, String)> {
                 add(Scope::Provider, &keys.provider);
                 add(Scope::Endpoint, &keys.endpoint);
             }
-            Delta::Lease { target, .. } => {
-                let (scope, key) = split_target(target);
-                add(scope, key);
-            }
+            Delta::Lease { target, .. } => add(target.scope, &target.key),
             Delta::Switch(_) => {}
         }
     }

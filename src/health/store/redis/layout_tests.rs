@@ -193,11 +193,11 @@ fn touched_records_follow_the_delta_rules() {
         Delta::Success { at: NOW, keys },
         Delta::Lease {
             at: NOW,
-            target: "endpoint:p@http://h".into(),
+            target: crate::health::ProbeTarget::new(Scope::Endpoint, "p@http://h"),
         },
         Delta::Lease {
             at: NOW,
-            target: "bare".into(),
+            target: crate::health::ProbeTarget::new(Scope::Provider, "bare"),
         },
     ];
     assert_eq!(
