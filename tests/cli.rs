@@ -5,60 +5,14 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use support::fake_pi::{FakePi, fake_pi};
+use support::{RUN_TIMEOUT, run_command};
 
-use support::{BIN, Output, RUN_TIMEOUT, run_command};
-
-struct Env {
-    dir: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Env {
-        Env {
-            dir: tempfile::tempdir().expect("temp dir"),
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn log(&self) -> PathBuf {
-        self.path("pi-commands.log")
-    }
-
-    /// The binary with the scripted fake pi (which logs every command it gets).
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(BIN);
-        cmd.args(args)
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("HOME", self.dir.path())
-            .env("PI_CODING_AGENT_DIR", self.path("agent"))
-            .env("PI_BIN", fake_pi())
-            .env("FAKE_PI_LOG", self.log())
-            .current_dir(self.dir.path());
-        cmd
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        run_command(self.cmd(args), None, RUN_TIMEOUT)
-    }
-
-    fn pi_was_started(&self) -> bool {
-        self.log().exists()
-    }
-}
-
-fn fake_pi() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fake-pi/pi")
-}
+type Env = FakePi;
 
 #[track_caller]
 fn usage_error(env: &Env, args: &[&str], phrase: &str) {
-    let out = env.run(args);
+    let out = env.run("ok", args);
     out.assert_code(2).assert_stderr_contains(phrase);
     out.check(
         out.stdout.is_empty(),
@@ -101,7 +55,7 @@ fn usage_errors_exit_2_and_name_the_argument() {
     );
     usage_error(&env, &["hi", "--thinking"], "--thinking requires a value");
     usage_error(&env, &["--task-complexity", "huge", "hi"], "huge");
-    let out = env.run(&["--bad", "x"]);
+    let out = env.run("ok", &["--bad", "x"]);
     assert!(
         out.stderr.starts_with("pi-ccswitch-run: "),
         "{}",
@@ -112,11 +66,11 @@ fn usage_errors_exit_2_and_name_the_argument() {
 #[test]
 fn help_and_version_go_to_stdout_with_exit_0() {
     let env = Env::new();
-    let out = env.run(&["--help"]);
+    let out = env.run("ok", &["--help"]);
     out.assert_success().assert_stdout_contains("Exit codes");
     out.assert_stdout_contains("--timeout-ms");
     out.check(out.stderr.is_empty(), "nothing on stderr");
-    let out = env.run(&["--version"]);
+    let out = env.run("ok", &["--version"]);
     out.assert_success();
     assert_eq!(
         out.stdout,
@@ -128,10 +82,10 @@ fn help_and_version_go_to_stdout_with_exit_0() {
 #[test]
 fn double_dash_sends_flag_like_words_as_prompt_text() {
     let env = Env::new();
-    let out = env.run(&["--", "--help", "@x", "-v"]);
+    let out = env.run("ok", &["--", "--help", "@x", "-v"]);
     out.assert_success();
     assert_eq!(out.stdout, "fake answer\n");
-    let log = std::fs::read_to_string(env.log()).expect("pi log");
+    let log = std::fs::read_to_string(env.log_path()).expect("pi log");
     assert!(log.contains(r#""message":"--help @x -v""#), "{log}");
 }
 
@@ -140,7 +94,7 @@ fn pi_bin_must_be_the_real_pi() {
     let env = Env::new();
     let out = run_command(
         {
-            let mut c = env.cmd(&["hello"]);
+            let mut c = env.cmd("ok", &["hello"]);
             c.env("PI_BIN", "/bin/bash");
             c
         },
@@ -157,7 +111,7 @@ fn legacy_pi_bin_falls_back_to_pi_on_path_with_a_warning() {
     let env = Env::new();
     let dir = fake_pi();
     let dir = dir.parent().expect("fixture dir");
-    let mut cmd = env.cmd(&["hello"]);
+    let mut cmd = env.cmd("ok", &["hello"]);
     cmd.env("PI_BIN", "pi-ccswitch-run")
         .env("PATH", format!("{}:/usr/bin:/bin", dir.display()));
     let out = run_command(cmd, None, RUN_TIMEOUT);
@@ -170,7 +124,7 @@ fn legacy_pi_bin_falls_back_to_pi_on_path_with_a_warning() {
 fn pi_not_found_is_a_clear_error_not_a_crash() {
     let env = Env::new();
     for pi_bin in ["/nonexistent/dir/pi", ""] {
-        let mut cmd = env.cmd(&["hello"]);
+        let mut cmd = env.cmd("ok", &["hello"]);
         cmd.env("PI_BIN", pi_bin).env("PATH", env.dir.path());
         let out = run_command(cmd, None, RUN_TIMEOUT);
         out.assert_code(2).assert_stderr_contains("was not found");
@@ -187,7 +141,7 @@ fn bad_environment_values_are_config_errors() {
         ("CCSWITCH_FIRST_RESPONSE_MS", "0"),
         ("CCSWITCH_STALL_MS", "-3"),
     ] {
-        let mut cmd = env.cmd(&["hello"]);
+        let mut cmd = env.cmd("ok", &["hello"]);
         cmd.env(var, value);
         let out = run_command(cmd, None, RUN_TIMEOUT);
         out.assert_code(2).assert_stderr_contains(var);
@@ -217,7 +171,7 @@ fn attachment_errors_exit_2_before_pi_starts() {
         ("@big.txt", "too large"),
     ];
     for (arg, phrase) in cases {
-        let out = env.run(&[arg, "summarise"]);
+        let out = env.run("ok", &[arg, "summarise"]);
         out.assert_code(2).assert_stderr_contains(phrase);
         let abs = env.path(arg.trim_start_matches('@'));
         out.assert_stderr_contains(&abs.display().to_string());
@@ -232,9 +186,9 @@ fn text_attachments_are_wrapped_in_order_and_empty_ones_skipped() {
     std::fs::write(env.path("a.md"), "\u{feff}alpha\n").expect("write");
     std::fs::write(env.path("empty.txt"), "").expect("write");
     std::fs::write(env.path("b.txt"), "beta").expect("write");
-    let out = env.run(&["@a.md", "@empty.txt", "@b.txt", "sum", "up"]);
+    let out = env.run("ok", &["@a.md", "@empty.txt", "@b.txt", "sum", "up"]);
     out.assert_success();
-    let log = std::fs::read_to_string(env.log()).expect("pi log");
+    let log = std::fs::read_to_string(env.log_path()).expect("pi log");
     let prompt_line = log
         .lines()
         .find(|l| l.contains(r#""type":"prompt""#))
@@ -250,4 +204,23 @@ fn text_attachments_are_wrapped_in_order_and_empty_ones_skipped() {
             b.display()
         )
     );
+}
+
+/// Issue 15: a mistyped flag gets a suggestion; a Unicode dash is not silently prompt text.
+#[test]
+fn mistyped_flags_and_unicode_dashes_are_usage_errors_with_a_suggestion() {
+    let env = Env::new();
+    usage_error(
+        &env,
+        &["--modle", "glm-4.6", "hello"],
+        "unsupported option: --modle (did you mean --model?)",
+    );
+    for dash in ["\u{2014}model", "\u{2013}model", "\u{2212}model"] {
+        usage_error(&env, &[dash, "glm-4.6", "hello"], "did you mean --model?");
+    }
+    // After `--` the same word is prompt text, sent as it is.
+    let out = env.run("ok", &["--", "\u{2014}model", "x"]);
+    out.assert_success();
+    let log = std::fs::read_to_string(env.log_path()).expect("pi log");
+    assert!(log.contains("\u{2014}model x"), "{log}");
 }

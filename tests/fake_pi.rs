@@ -6,27 +6,19 @@
 mod support;
 
 use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
+use support::fake_pi::{FakePi, fake_pi};
 use support::{BIN, Output, RUN_TIMEOUT, run_command};
 
-fn fake_pi() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fake-pi/pi")
-}
-
 fn run_scenario(bin: &Path, scenario: &str) -> Output {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let mut cmd = Command::new(bin);
-    cmd.args(["say", "hello"])
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", dir.path())
-        .env("PI_CODING_AGENT_DIR", dir.path().join("agent"))
-        .env("PI_BIN", fake_pi())
-        .env("FAKE_PI_SCENARIO", scenario)
-        .current_dir(dir.path());
-    run_command(cmd, None, RUN_TIMEOUT)
+    let fake = FakePi::new();
+    run_command(
+        fake.cmd_of(bin, scenario, &["say", "hello"]),
+        None,
+        RUN_TIMEOUT,
+    )
 }
 
 #[track_caller]

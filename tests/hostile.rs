@@ -8,54 +8,13 @@
 mod support;
 
 use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use support::fake_pi::FakePi;
 use support::*;
 
-fn fake_pi() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fake-pi/pi")
-}
-
-/// The binary with the scripted fake `pi` in a temp dir; `log` gets every command Pi received.
-struct Fake {
-    dir: tempfile::TempDir,
-}
-
-impl Fake {
-    fn new() -> Fake {
-        Fake {
-            dir: tempfile::tempdir().expect("temp dir"),
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn cmd(&self, scenario: &str, args: &[&str]) -> Command {
-        let mut cmd = Command::new(BIN);
-        cmd.args(args)
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("HOME", self.dir.path())
-            .env("PI_CODING_AGENT_DIR", self.path("agent"))
-            .env("PI_BIN", fake_pi())
-            .env("FAKE_PI_SCENARIO", scenario)
-            .env("FAKE_PI_LOG", self.path("pi.log"))
-            .current_dir(self.dir.path());
-        cmd
-    }
-
-    fn run(&self, scenario: &str, args: &[&str]) -> Output {
-        run_command(self.cmd(scenario, args), None, RUN_TIMEOUT)
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.path("pi.log")).unwrap_or_default()
-    }
-}
+type Fake = FakePi;
 
 /// Peak resident memory (kB) of a process, sampled until it exits.
 fn run_measuring_peak_kb(mut cmd: Command) -> (std::process::ExitStatus, u64) {

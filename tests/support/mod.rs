@@ -10,6 +10,7 @@
 
 pub mod blackhole;
 pub mod fake_llm;
+pub mod fake_pi;
 pub mod pi_env;
 pub mod redis;
 
