@@ -196,6 +196,7 @@ behaviours!(
     concurrent_failures_of_one_outage_do_not_compound,
     probe_lease_has_one_claimant,
     probe_result_releases_the_lease,
+    a_released_lease_lets_another_claim_at_once,
     lease_expires_by_itself,
     switch_log_is_bounded_and_the_counter_exact,
     management_edits_go_through_update,
@@ -505,6 +506,38 @@ fn probe_result_releases_the_lease(b: &dyn Backend) {
             .0,
         Claim::NotNeeded,
         "closed breaker: no lease needed"
+    );
+}
+
+fn a_released_lease_lets_another_claim_at_once(b: &dyn Backend) {
+    open_breaker(b);
+    let mut s = b.store(0.001);
+    assert_eq!(
+        s.claim_probe(&probe("provider:p"), HALF_OPEN)
+            .expect("claim")
+            .0,
+        Claim::Claimed
+    );
+    // The probe failed in another scope (a connection error on the endpoint): the provider's
+    // breaker is still half-open and its lease is handed back, not left to expire.
+    let h = s
+        .commit(
+            &[Delta::Release {
+                target: probe("provider:p"),
+            }],
+            HALF_OPEN + 10,
+        )
+        .expect("commit")
+        .health;
+    assert_eq!(h.providers["p"].lease_until, None);
+    assert_eq!(load(b, HALF_OPEN + 11).providers["p"].lease_until, None);
+    assert_eq!(
+        b.store(0.001)
+            .claim_probe(&probe("provider:p"), HALF_OPEN + 20)
+            .expect("claim")
+            .0,
+        Claim::Claimed,
+        "the next run may probe at once"
     );
 }
 
@@ -841,6 +874,7 @@ fn redis_agrees_with_direct_application_on_random_histories() {
                             Delta::Failure { at, .. } | Delta::Success { at, .. } => *at = now,
                             Delta::Switch(e) => e.at = now,
                             Delta::Lease { at, .. } => *at = now,
+                            Delta::Release { .. } => {}
                         }
                         d
                     })

@@ -129,6 +129,16 @@ impl Machine {
             usage: std::mem::take(&mut self.attempt.usage),
         });
         self.last_error = Some(format!("{}: {error}", keys.model));
+        // The probe is over whatever it proved: a lease this run holds on one of the model's
+        // breakers goes back now, so another run need not wait out the lease's expiry. (A
+        // failure in the lease's own scope would clear it too; releasing first is harmless.)
+        let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut self.own_leases)
+            .into_iter()
+            .partition(|t| keys.get(t.scope) == Some(t.key.as_str()));
+        self.own_leases = others;
+        for target in mine {
+            self.record(Delta::Release { target });
+        }
         match class {
             FailureClass::UserAbort => return,
             FailureClass::ContextOverflow => {

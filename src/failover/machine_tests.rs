@@ -793,6 +793,40 @@ fn half_open_candidate_needs_the_probe_lease() {
 }
 
 #[test]
+fn a_probe_that_fails_in_another_scope_gives_its_lease_back() {
+    let mut health = Health::default();
+    health.providers.insert(
+        "b".into(),
+        Record {
+            consecutive_failures: 1,
+            total_failures: 1,
+            cooldown_until: Some(1),
+            ..Record::default()
+        },
+    );
+    let mut h = H::new(health, vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.fail_settled(Q402);
+    let target = crate::health::ProbeTarget::new(Scope::Provider, "b");
+    assert!(h.drain().contains(&Action::ClaimProbe {
+        target: target.clone()
+    }));
+    h.m.handle_probe_result(h.now(), true);
+    let sent = h.sent();
+    h.complete_redispatch(sent);
+    h.fail_settled("Connection error.");
+    let deltas = h.deltas();
+    assert!(
+        deltas.contains(&Delta::Release {
+            target: target.clone()
+        }),
+        "{deltas:?}"
+    );
+    assert_eq!(h.m.health.providers["b"].lease_until, None);
+}
+
+#[test]
 fn three_endpoint_failures_isolate_the_endpoint_for_the_round() {
     let mut c = cfg();
     c.cooldown_scale = 0.0; // breakers close at once: only isolation keeps the endpoint out

@@ -207,6 +207,11 @@ pub enum Delta {
         at: u64,
         target: ProbeTarget,
     },
+    /// The holder gives its probe lease back: the probe ended in a way that neither closed nor
+    /// re-opened that breaker (it failed on another scope, overflowed the context, was aborted).
+    Release {
+        target: ProbeTarget,
+    },
 }
 
 /// Every breaker the machine knows about.
@@ -271,6 +276,14 @@ impl Health {
                 if let Some(map) = self.records_mut(target.scope) {
                     let r = map.entry(target.key.clone()).or_default();
                     r.lease_until = Some(at.saturating_add(PROBE_LEASE_MS));
+                }
+            }
+            Delta::Release { target } => {
+                if let Some(r) = self
+                    .records_mut(target.scope)
+                    .and_then(|m| m.get_mut(&target.key))
+                {
+                    r.lease_until = None;
                 }
             }
         }

@@ -370,7 +370,7 @@ impl Worker {
                     ..
                 } => format!("fail {} {key} ({class}): {error}", scope.as_str()),
                 Delta::Switch(e) => format!("switch {} -> {} ({})", e.from, e.to, e.reason),
-                Delta::Success { .. } | Delta::Lease { .. } => continue,
+                Delta::Success { .. } | Delta::Lease { .. } | Delta::Release { .. } => continue,
             };
             match log.append(now_ms, &line) {
                 Ok(()) => {}

@@ -219,7 +219,9 @@ pub fn touched(deltas: &[crate::health::Delta]) -> Vec<(Scope, String)> {
                 add(Scope::Provider, &keys.provider);
                 add(Scope::Endpoint, &keys.endpoint);
             }
-            Delta::Lease { target, .. } => add(target.scope, &target.key),
+            Delta::Lease { target, .. } | Delta::Release { target } => {
+                add(target.scope, &target.key)
+            }
             Delta::Switch(_) => {}
         }
     }
