@@ -651,6 +651,13 @@ impl Cli {
         let model = checked("--model", self.model)?;
         let thinking = checked("--thinking", self.thinking)?;
         let models = checked("--models", self.models)?;
+        // Pi enables a `--tools` list even under `--no-tools`: refuse the pair rather than let
+        // the flag that reads safer lose.
+        if self.no_tools && self.tools.is_some() {
+            return Err(UsageError(
+                "--no-tools and --tools contradict each other (Pi would enable the --tools list); give one".into(),
+            ));
+        }
         let profile = Profile {
             no_tools: self.no_tools,
             no_builtin_tools: self.no_builtin_tools,

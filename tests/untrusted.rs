@@ -135,6 +135,17 @@ fn bad_values_are_usage_errors() {
                 .assert_stderr_contains(&format!("{flag} requires a value"));
         }
     }
+    // Pi would enable the list despite --no-tools: the pair is refused, in either order.
+    for args in [
+        vec!["--no-tools", "--tools", "bash", "q"],
+        vec!["--tools=bash", "--no-tools", "q"],
+        vec!["--doctor", "--no-tools", "--tools", "bash"],
+    ] {
+        env.run(&args)
+            .assert_code(2)
+            .assert_stdout_empty()
+            .assert_stderr_contains("--no-tools and --tools contradict each other");
+    }
     assert!(env.llm.requests().is_empty());
 }
 
