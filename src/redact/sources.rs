@@ -97,7 +97,7 @@ fn without_author(word: &str) -> String {
 #[must_use]
 pub fn secrets_in_models_json(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
     let mut out = Vec::new();
-    let Ok(root) = serde_json::from_str::<Value>(text) else {
+    let Some(root) = parse_like_pi(text) else {
         return out;
     };
     let Some(providers) = root.get("providers").and_then(Value::as_object) else {
@@ -124,9 +124,82 @@ pub fn secrets_in_models_json(text: &str, env: &dyn Fn(&str) -> Option<String>) 
 #[must_use]
 pub fn secrets_in_auth_json(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    if let Ok(Value::Object(providers)) = serde_json::from_str::<Value>(text) {
+    if let Some(Value::Object(providers)) = parse_like_pi(text) {
         for entry in providers.values() {
             strings_except_type(entry, &mut out);
+        }
+    }
+    out
+}
+
+/// Parses a Pi config file as Pi does: a leading UTF-8 BOM is ignored, and `//` and `/* */`
+/// comments and trailing commas are allowed (Pi strips them before `JSON.parse`). A file Pi
+/// accepts must give up its keys for masking as well as a strict one does.
+fn parse_like_pi(text: &str) -> Option<Value> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    serde_json::from_str(text)
+        .ok()
+        .or_else(|| serde_json::from_str(&strip_jsonc(text)).ok())
+}
+
+/// `text` without comments and trailing commas (string contents untouched), in one pass.
+fn strip_jsonc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    // Index in `out` of a comma that may turn out to be trailing.
+    let mut pending_comma: Option<usize> = None;
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                pending_comma = None;
+                out.push(c);
+                while let Some(c) = chars.next() {
+                    out.push(c);
+                    match c {
+                        '\\' => {
+                            if let Some(n) = chars.next() {
+                                out.push(n);
+                            }
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'/') => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut last = ' ';
+                for c in chars.by_ref() {
+                    if last == '*' && c == '/' {
+                        break;
+                    }
+                    last = c;
+                }
+                out.push(' ');
+            }
+            ',' => {
+                pending_comma = Some(out.len());
+                out.push(c);
+            }
+            '}' | ']' => {
+                if let Some(at) = pending_comma.take() {
+                    out.replace_range(at..=at, " ");
+                }
+                out.push(c);
+            }
+            c if c.is_whitespace() => out.push(c),
+            c => {
+                pending_comma = None;
+                out.push(c);
+            }
         }
     }
     out
@@ -169,6 +242,15 @@ fn config_value(
     let resolved = resolve_like_pi(text, env);
     if let Some(whole) = resolved.value {
         push_unique(out, &whole);
+        // `Bearer TOKEN`, `Basic CREDENTIALS`: an error body may echo the token alone.
+        if let Some((scheme, token)) = whole.trim().split_once(char::is_whitespace) {
+            let token = token.trim();
+            if scheme.chars().all(|c| c.is_ascii_alphabetic())
+                && !token.contains(char::is_whitespace)
+            {
+                push_unique(out, token);
+            }
+        }
     }
     for part in resolved.env_values {
         push_unique(out, &part);

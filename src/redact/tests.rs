@@ -875,6 +875,25 @@ fn models_json_values_resolve_like_pi() {
 }
 
 #[test]
+fn config_files_pi_accepts_give_up_their_keys_too() {
+    let none = |_: &str| None;
+    // Comments, trailing commas and a BOM: Pi strips them before parsing, so must we.
+    let jsonc = "\u{feff}{ // my providers\n \"providers\": { /* zhipu */ \"p\": {\"apiKey\": \"Tr0ub4dor&3x\", \"url\": \"http://a//b, }\", \"models\": [{\"id\": \"m\",},],},},}";
+    assert_eq!(secrets_in_models_json(jsonc, &none), ["Tr0ub4dor&3x"]);
+    assert_eq!(
+        secrets_in_auth_json("\u{feff}{\"p\": {\"type\": \"api_key\", \"key\": \"correcthorse\"}}"),
+        ["correcthorse"]
+    );
+    // An auth header's token is known on its own as well as with its scheme.
+    let headers =
+        r#"{"providers": {"p": {"headers": {"Authorization": "Bearer hdrSecretValue12345"}}}}"#;
+    assert_eq!(
+        secrets_in_models_json(headers, &none),
+        ["Bearer hdrSecretValue12345", "hdrSecretValue12345"]
+    );
+}
+
+#[test]
 fn auth_json_strings_except_type() {
     let text = r#"{
         "anthropic": {"type": "oauth", "access": "acc-tok-1", "refresh": "ref-tok-2", "expires": 123},
