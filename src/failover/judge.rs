@@ -7,6 +7,8 @@ use std::time::Duration;
 use super::candidates::{self, Filter, family};
 use super::classify::{Classification, FailureClass, Scope};
 use super::machine::WAIT_POLL;
+
+const WAIT_POLL_MS: u64 = WAIT_POLL.as_millis() as u64;
 use super::machine::{Attempt, Machine, Note, Outcome, Phase, Plan, Redispatch, SwitchReason};
 use super::reopen::{self, Availability, RetryHint, human_ms};
 use super::start::estimate_tokens;
@@ -293,9 +295,17 @@ impl Machine {
                 transient: true,
                 what,
             } = reopen::availability(m, &self.health, now.wall_ms, &self.own_leases)
-                && best.as_ref().is_none_or(|(t, _, _)| at_ms < *t)
             {
-                best = Some((at_ms, m.key(), what.describe()));
+                // A probe lease held elsewhere usually ends when that probe does, long before
+                // it expires: judge the deadline by the next check, not by the expiry.
+                let at_ms = if what.class.is_none() {
+                    at_ms.min(now.wall_ms.saturating_add(WAIT_POLL_MS))
+                } else {
+                    at_ms
+                };
+                if best.as_ref().is_none_or(|(t, _, _)| at_ms < *t) {
+                    best = Some((at_ms, m.key(), what.describe()));
+                }
             }
         }
         let Some((at_ms, model, what)) = best else {

@@ -432,6 +432,19 @@ impl Machine {
                 Note::Detail,
                 format!("skip {}: another run is probing it ({target})", model.key()),
             );
+            // Our cached health may not show the other run's lease yet: note it locally (not
+            // recorded), so a job out of candidates waits for that probe instead of giving up.
+            if let Some(r) = self
+                .health
+                .records_mut(target.scope)
+                .and_then(|m| m.get_mut(&target.key))
+                && !r.leased(now.wall_ms)
+            {
+                r.lease_until = Some(
+                    now.wall_ms
+                        .saturating_add(crate::health::cooldown::PROBE_LEASE_MS),
+                );
+            }
             self.round.tried.insert(model.key());
             self.choose_and_switch(now, mode, reason);
         }

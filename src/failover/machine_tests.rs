@@ -1446,6 +1446,62 @@ fn with_waiting_a_run_waits_for_the_first_breaker_to_reopen_then_resumes() {
 }
 
 #[test]
+fn a_waiting_run_denied_the_probe_keeps_waiting_for_the_other_runs_probe() {
+    let mut health = Health::default();
+    let t0 = 10_000_000;
+    cooling(&mut health, "a", FailureClass::Quota, t0 - 1000);
+    cooling(&mut health, "b", FailureClass::RateLimit, t0 - 400_000);
+    let c = cfg_with(|c| c.wait = true);
+    let base = crate::clock::now().instant;
+    let mut h = H::from_machine(Machine::with_options(
+        c,
+        health.clone(),
+        "Summarise.".into(),
+        vec![],
+        Options {
+            deadline: Some(base + Duration::from_secs(60)),
+            ..Options::default()
+        },
+    ));
+    h.base = base;
+    let ids: Vec<String> = h.initial().into_iter().map(|(id, _)| id).collect();
+    h.respond(
+        &ids[0],
+        "get_state",
+        true,
+        json!({"model": model("a", "m1", false, 128_000)}),
+    );
+    h.respond(
+        &ids[1],
+        "get_available_models",
+        true,
+        json!({"models": two_providers()}),
+    );
+    let target = crate::health::ProbeTarget::new(Scope::Provider, "b");
+    assert!(h.drain().contains(&Action::ClaimProbe { target }));
+    h.cursor = h.log.len();
+    // Another job holds b's probe: this one waits for it (the deadline is well before the
+    // lease would expire), it does not give up with "no healthy candidate".
+    h.m.handle_probe_result(h.now(), false);
+    assert!(h.m.outcome().is_none(), "{:?}", h.m.outcome());
+    assert_eq!(notes(&mut h, Note::Wait).len(), 1);
+    // The other job's probe succeeded: b's breaker is closed in the reloaded health.
+    let mut healed = health;
+    healed.providers.remove("b");
+    h.advance(1000);
+    h.m.handle_timeout(h.now());
+    h.m.handle_health_reloaded(h.now(), healed);
+    let sent = h.sent();
+    assert_eq!(
+        sent[0].1,
+        Command::SetModel {
+            provider: "b".into(),
+            model_id: "m1".into()
+        }
+    );
+}
+
+#[test]
 fn without_waiting_or_past_the_deadline_the_run_ends_with_a_retry_hint() {
     let mut health = Health::default();
     let t0 = 10_000_000;
