@@ -378,5 +378,15 @@ fn batch_flag_usage_errors_name_the_argument() {
         let out = env.run(&args);
         out.assert_fails_with(2, phrase);
     }
+    // An --output that would lose data: the job file itself, or `-` (not stdout).
+    let jobs = env.dir.path().join("jobs.jsonl");
+    let line = "{\"id\":1,\"prompt\":\"x\"}\n";
+    std::fs::write(&jobs, line).unwrap();
+    let jobs = jobs.to_str().unwrap();
+    env.run(["--batch", jobs, "--output", jobs, "--resume"])
+        .assert_fails_with(2, "is the job file itself");
+    env.run(["--batch", jobs, "--output", "-"])
+        .assert_fails_with(2, "--output -: results go to stdout without --output");
+    assert_eq!(std::fs::read_to_string(jobs).unwrap(), line, "untouched");
     assert_eq!(env.llm.requests().len(), 0);
 }

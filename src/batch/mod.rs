@@ -41,6 +41,27 @@ use worker::{Done, Outcome, Plan, Worker};
 /// How often the live status line is redrawn.
 const STATUS_TICK: Duration = Duration::from_millis(250);
 
+/// An `--output` that would lose data: `-` (a file of that name, not stdout) or the job file
+/// itself (results appended to the jobs would come back as invalid jobs).
+fn refuse_output(output: &std::path::Path, jobs: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt as _;
+    if output.as_os_str() == "-" {
+        anyhow::bail!(
+            "--output -: results go to stdout without --output; give --output a file name"
+        );
+    }
+    if jobs != "-"
+        && let (Ok(a), Ok(b)) = (std::fs::metadata(output), std::fs::metadata(jobs))
+        && (a.dev(), a.ino()) == (b.dev(), b.ino())
+    {
+        anyhow::bail!(
+            "--output {} is the job file itself; give the results a file of their own",
+            output.display()
+        );
+    }
+    Ok(())
+}
+
 /// Runs the batch of `args`.
 pub async fn run(
     inv: &crate::cli::Invocation,
@@ -50,6 +71,9 @@ pub async fn run(
 ) -> anyhow::Result<Exit> {
     // Everything that can refuse the batch outright comes first, before any Pi starts and while
     // Ctrl-C still simply ends the process (opening a FIFO as the job file may wait).
+    if let Some(path) = &args.output {
+        refuse_output(path, &args.file)?;
+    }
     let ledger = match &args.output {
         Some(path) => {
             let (path, resume) = (path.clone(), args.resume);
