@@ -131,9 +131,11 @@ impl Machine {
             usage: std::mem::take(&mut self.attempt.usage),
         });
         self.last_error = Some(format!("{}: {error}", keys.model));
+        self.open_breaker(now, model, &keys, class, scope, error);
         // The probe is over whatever it proved: a lease this run holds on one of the model's
-        // breakers goes back now, so another run need not wait out the lease's expiry. (A
-        // failure in the lease's own scope would clear it too; releasing first is harmless.)
+        // breakers goes back, so another run need not wait out the lease's expiry. Only after
+        // the failure: each delta is its own commit, and a lease released first would let
+        // another run claim the probe while the breaker still looks half-open.
         let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut self.own_leases)
             .into_iter()
             .partition(|t| keys.get(t.scope) == Some(t.key.as_str()));
@@ -141,6 +143,19 @@ impl Machine {
         for target in mine {
             self.record(Delta::Release { target });
         }
+    }
+
+    /// Records the failure on the breaker of `scope` (announcing it if that opens it), after
+    /// the class's own bookkeeping; some classes open no breaker.
+    fn open_breaker(
+        &mut self,
+        now: Now,
+        model: &ModelInfo,
+        keys: &Keys,
+        class: FailureClass,
+        scope: Scope,
+        error: String,
+    ) {
         match class {
             FailureClass::UserAbort => return,
             FailureClass::ContextOverflow => {

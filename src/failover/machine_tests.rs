@@ -827,6 +827,47 @@ fn a_probe_that_fails_in_another_scope_gives_its_lease_back() {
 }
 
 #[test]
+fn a_failed_probe_reopens_the_breaker_before_it_gives_the_lease_back() {
+    // Each delta is its own commit: a release committed first would let another run claim
+    // the probe while the breaker still looked half-open (two probes were sent in practice).
+    let mut health = Health::default();
+    health.providers.insert(
+        "b".into(),
+        Record {
+            consecutive_failures: 1,
+            total_failures: 1,
+            cooldown_until: Some(1),
+            ..Record::default()
+        },
+    );
+    let mut h = H::new(health, vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.fail_settled(Q402);
+    let target = crate::health::ProbeTarget::new(Scope::Provider, "b");
+    assert!(h.drain().contains(&Action::ClaimProbe {
+        target: target.clone()
+    }));
+    h.m.handle_probe_result(h.now(), true);
+    let sent = h.sent();
+    h.complete_redispatch(sent);
+    h.fail_settled(Q402);
+    let deltas = h.deltas();
+    let failure = deltas
+        .iter()
+        .position(|d| matches!(d, Delta::Failure { key, .. } if key == "b"));
+    let release = deltas.iter().position(|d| {
+        *d == Delta::Release {
+            target: target.clone(),
+        }
+    });
+    assert!(
+        matches!((failure, release), (Some(f), Some(r)) if f < r),
+        "{deltas:?}"
+    );
+}
+
+#[test]
 fn three_endpoint_failures_isolate_the_endpoint_for_the_round() {
     let mut c = cfg();
     c.cooldown_scale = 0.0; // breakers close at once: only isolation keeps the endpoint out
