@@ -387,3 +387,73 @@ impl Worker {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::sync::mpsc;
+
+    use super::{HealthHandle, Reply};
+    use crate::health::store::FileStore;
+    use crate::health::{Delta, FailureClass, Scope};
+
+    /// Issue 10: a store that stalls (here the state file's lock, held by another process for
+    /// the whole test) stalls the health thread only. The single-threaded runtime that drives
+    /// every batch worker keeps running its timers meanwhile: a driver that committed inline
+    /// would freeze them until the lock wait gave up.
+    #[test]
+    fn a_stalled_store_does_not_stall_the_event_loop() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = FileStore::open(dir.path()).with_lock_wait(Duration::from_millis(1500));
+        let _held = crate::lockfile::lock_path(&store.lock_path(), Duration::ZERO).expect("lock");
+        let warnings = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let seen = warnings.clone();
+        let health = HealthHandle::start(
+            Box::new(store),
+            1.0,
+            None,
+            Box::new(move |line: &str| seen.lock().expect("warnings").push(line.to_string())),
+        )
+        .expect("health thread");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        let (ticks, replied) = runtime.block_on(async move {
+            let (tx, mut replies) = mpsc::unbounded_channel();
+            health.commit(
+                1,
+                vec![Delta::Failure {
+                    at: 1,
+                    key: "p".into(),
+                    scope: Scope::Provider,
+                    class: FailureClass::Quota,
+                    error: "402".into(),
+                }],
+                1,
+                Some(tx),
+            );
+            let mut ticker = tokio::time::interval(Duration::from_millis(10));
+            let mut ticks = 0u32;
+            loop {
+                tokio::select! {
+                    reply = replies.recv() => break (ticks, reply),
+                    _ = ticker.tick() => ticks += 1,
+                }
+            }
+        });
+        assert!(
+            matches!(replied, Some(Reply::Committed { seq: 1, .. })),
+            "{replied:?}"
+        );
+        // ~150 in 1.5 s; an inline commit would allow one (the interval's immediate tick).
+        assert!(ticks >= 20, "only {ticks} ticks while the store waited");
+        let warnings = warnings.lock().expect("warnings");
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains("health is not shared this run"),
+            "{warnings:?}"
+        );
+    }
+}
