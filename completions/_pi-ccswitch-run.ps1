@@ -29,7 +29,7 @@ Register-ArgumentCompleter -Native -CommandName 'pi-ccswitch-run' -ScriptBlock {
             [CompletionResult]::new('--provider', '--provider', [CompletionResultType]::ParameterName, 'Forwarded to Pi: provider of the starting model')
             [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'Forwarded to Pi: starting model (pattern or provider/id[:thinking])')
             [CompletionResult]::new('--thinking', '--thinking', [CompletionResultType]::ParameterName, 'Forwarded to Pi: thinking level (off, minimal, low, medium, high, xhigh, max)')
-            [CompletionResult]::new('--models', '--models', [CompletionResultType]::ParameterName, 'Forwarded to Pi: comma-separated model patterns; failover stays inside this scope')
+            [CompletionResult]::new('--models', '--models', [CompletionResultType]::ParameterName, 'Comma-separated model patterns (Pi''s syntax, resolved here); failover stays inside this scope')
             [CompletionResult]::new('--task-complexity', '--task-complexity', [CompletionResultType]::ParameterName, 'Pick a thinking level from the task: auto, low, medium or high (--thinking wins)')
             [CompletionResult]::new('--health-url', '--health-url', [CompletionResultType]::ParameterName, 'Share breaker health through Redis (overrides CCSWITCH_HEALTH_URL)')
             [CompletionResult]::new('--reactivate', '--reactivate', [CompletionResultType]::ParameterName, 'Close the breakers of a model (provider/model) or of everything (all)')

@@ -26,7 +26,7 @@ set edit:completion:arg-completer[pi-ccswitch-run] = {|@words|
             cand --provider 'Forwarded to Pi: provider of the starting model'
             cand --model 'Forwarded to Pi: starting model (pattern or provider/id[:thinking])'
             cand --thinking 'Forwarded to Pi: thinking level (off, minimal, low, medium, high, xhigh, max)'
-            cand --models 'Forwarded to Pi: comma-separated model patterns; failover stays inside this scope'
+            cand --models 'Comma-separated model patterns (Pi''s syntax, resolved here); failover stays inside this scope'
             cand --task-complexity 'Pick a thinking level from the task: auto, low, medium or high (--thinking wins)'
             cand --health-url 'Share breaker health through Redis (overrides CCSWITCH_HEALTH_URL)'
             cand --reactivate 'Close the breakers of a model (provider/model) or of everything (all)'

@@ -6,7 +6,7 @@ complete -c pi-ccswitch-run -l append-system-prompt -d 'Forwarded to Pi: append 
 complete -c pi-ccswitch-run -l provider -d 'Forwarded to Pi: provider of the starting model' -r
 complete -c pi-ccswitch-run -l model -d 'Forwarded to Pi: starting model (pattern or provider/id[:thinking])' -r
 complete -c pi-ccswitch-run -l thinking -d 'Forwarded to Pi: thinking level (off, minimal, low, medium, high, xhigh, max)' -r
-complete -c pi-ccswitch-run -l models -d 'Forwarded to Pi: comma-separated model patterns; failover stays inside this scope' -r
+complete -c pi-ccswitch-run -l models -d 'Comma-separated model patterns (Pi\'s syntax, resolved here); failover stays inside this scope' -r
 complete -c pi-ccswitch-run -l task-complexity -d 'Pick a thinking level from the task: auto, low, medium or high (--thinking wins)' -r -f -a "auto\t''
 low\t''
 medium\t''

@@ -136,7 +136,7 @@ impl Agent {
                         let excess = buf.len().saturating_sub(STDERR_KEEP);
                         buf.drain(..excess);
                     }
-                    // Pi's own warnings (`Warning: No models match pattern …`) are news for the
+                    // Pi's own warnings (`Warning: Model "x" not found …`) are news for the
                     // user even when Pi goes on: pass whole `Warning:` lines along, a bounded few.
                     for &b in &chunk[..n] {
                         if b == b'\n' {

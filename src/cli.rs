@@ -151,7 +151,7 @@ pub struct Cli {
     #[arg(long, value_name = "L", allow_hyphen_values = true)]
     pub thinking: Option<String>,
 
-    /// Forwarded to Pi: comma-separated model patterns; failover stays inside this scope
+    /// Comma-separated model patterns (Pi's syntax, resolved here); failover stays inside this scope
     #[arg(long, value_name = "PATTERNS", allow_hyphen_values = true)]
     pub models: Option<String>,
 
@@ -679,12 +679,14 @@ impl Cli {
         }
         // Pi 1.6.0 refuses `--provider` without `--model` and 0.84.4 ignores an unknown one;
         // alone, the runner picks the provider's model itself (see `failover::start`).
+        // `--models` is not forwarded either: the runner resolves the scope and picks the start
+        // model as Pi would, and Pi 0.84.4's own matcher can spend minutes on a glob such as
+        // `*a*a*a*a*a*a*a*b` against a long id.
         let forwarded_provider = if model.is_some() { &provider } else { &None };
         for (flag, value) in [
             ("--provider", forwarded_provider),
             ("--model", &model),
             ("--thinking", &thinking),
-            ("--models", &models),
         ] {
             if let Some(v) = value {
                 base_args.push(flag.to_string());

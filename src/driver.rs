@@ -427,13 +427,9 @@ impl Session {
 }
 
 /// Passes one of Pi's `Warning:` lines on (redacted, once per process). Pi's advice to use its
-/// own `--list-models` gets the runner's equivalent; pattern warnings are left to the runner's
-/// own message, which also names the closest models.
+/// own `--list-models` gets the runner's equivalent.
 fn pi_warning(line: &str, label: &str, status: &mut StatusLine) {
     static SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
-    if line.starts_with("Warning: No models match pattern") {
-        return;
-    }
     let fresh = SEEN
         .lock()
         .map(|mut s| s.insert(line.to_string()))

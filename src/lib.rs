@@ -144,6 +144,14 @@ pub fn failover_config(
         round_limit: settings.round_limit,
         cooldown_scale: settings.cooldown_scale,
         models_scope: inv.models_scope.clone(),
+        saved_default: if inv.models_scope.is_some() && inv.model.is_none() {
+            settings
+                .agent_dir
+                .as_deref()
+                .and_then(settings::pi_saved_default)
+        } else {
+            None
+        },
         provider: inv.provider.clone(),
         model: inv.model.clone(),
         wait: inv.wait.unwrap_or(wait_default),

@@ -65,6 +65,33 @@ pub fn load(health_url_flag: Option<&str>) -> Result<Settings, ConfigError> {
     Ok(settings)
 }
 
+/// Pi's saved default model (`defaultProvider`/`defaultModel` in the agent dir's
+/// `settings.json`) as `provider/id`. Under `--models` without `--model` Pi starts from it when
+/// it is in scope; the runner does not forward `--models` and so makes that choice itself.
+/// Missing, unreadable, oversized or malformed → `None` (Pi then starts from the first
+/// scoped model too).
+pub fn pi_saved_default(agent_dir: &std::path::Path) -> Option<String> {
+    use std::io::Read as _;
+    const MAX: u64 = 1 << 20;
+    let file = std::fs::File::open(agent_dir.join("settings.json")).ok()?;
+    let mut text = String::new();
+    file.take(MAX + 1).read_to_string(&mut text).ok()?;
+    if text.len() as u64 > MAX {
+        return None;
+    }
+    saved_default_in(&text)
+}
+
+/// [`pi_saved_default`] of a `settings.json` text (Pi reads it with `JSON.parse` after
+/// dropping a BOM).
+pub fn saved_default_in(text: &str) -> Option<String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let provider = v.get("defaultProvider")?.as_str()?;
+    let model = v.get("defaultModel")?.as_str()?;
+    (!provider.is_empty() && !model.is_empty()).then(|| format!("{provider}/{model}"))
+}
+
 /// One variable's value, for reading a config file's `$VAR` references the way Pi would.
 #[expect(
     clippy::disallowed_methods,
@@ -195,6 +222,20 @@ fn resolve_pi_bin(value: Option<OsString>) -> Result<(OsString, Option<String>),
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn pis_saved_default_is_read_as_pi_reads_it() {
+        use super::saved_default_in as d;
+        assert_eq!(
+            d("\u{feff}{\"defaultProvider\":\"p\",\"defaultModel\":\"m\"}").as_deref(),
+            Some("p/m")
+        );
+        assert_eq!(d("{\"defaultModel\":\"m\"}"), None);
+        assert_eq!(d("{\"defaultProvider\":\"p\",\"defaultModel\":7}"), None);
+        assert_eq!(d("{\"defaultProvider\":\"\",\"defaultModel\":\"m\"}"), None);
+        assert_eq!(d("not json"), None);
+        assert_eq!(d("[]"), None);
+    }
+
     use std::collections::HashMap;
 
     use super::*;

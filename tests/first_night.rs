@@ -16,6 +16,8 @@ both_versions!(
     a_known_provider_alone_starts_from_its_model,
     an_unknown_model_of_a_known_provider_is_exit_2_with_the_closest,
     an_unknown_model_pattern_is_exit_2_and_names_what_the_runner_offers,
+    a_scope_without_a_model_starts_where_pi_would,
+    a_backtracking_glob_in_the_scope_costs_nothing,
 );
 
 fn hosts() -> Vec<ProviderSpec> {
@@ -111,4 +113,57 @@ fn an_unknown_model_pattern_is_exit_2_and_names_what_the_runner_offers(v: &str) 
         .assert_stderr_contains("--status lists every model")
         .assert_no_panic();
     assert!(env.llm.requests().is_empty());
+}
+
+fn routes(env: &TestEnv) -> Vec<String> {
+    env.llm.requests().iter().map(|r| r.route.clone()).collect()
+}
+
+/// Pi is not given `--models`; the runner starts where Pi would have: the first scoped model,
+/// or Pi's saved default when that is in scope.
+fn a_scope_without_a_model_starts_where_pi_would(v: &str) {
+    let env = TestEnv::new(v, &hosts());
+    let out = run(&env, &["--models", "ds-host/*,glm-host/*"]);
+    out.assert_success().assert_answer(DEFAULT_TEXT);
+    assert_eq!(routes(&env), ["d"], "{}", out.dump());
+    let env = TestEnv::new(v, &hosts());
+    env.write_settings(&serde_json::json!({
+        "defaultProvider": "glm-host",
+        "defaultModel": "glm-4.6",
+    }));
+    let out = run(&env, &["--models", "ds-host/*,glm-host/*"]);
+    out.assert_success().assert_answer(DEFAULT_TEXT);
+    assert_eq!(routes(&env), ["g"], "{}", out.dump());
+    // A saved default outside the scope is not where the run starts.
+    let out = run(&env, &["--models", "qwen-host/*,ds-host/*"]);
+    out.assert_success();
+    assert_eq!(routes(&env), ["g", "q"], "{}", out.dump());
+}
+
+/// A glob that backtracks in a naive matcher (Pi 0.84.4's took minutes on a long id) is
+/// resolved by the runner alone, in linear time; the run is not held up.
+fn a_backtracking_glob_in_the_scope_costs_nothing(v: &str) {
+    let long_id = "a".repeat(80);
+    let mut providers = hosts();
+    providers.push(ProviderSpec::new(
+        "long-host",
+        "l",
+        vec![ModelSpec::text(&long_id)],
+    ));
+    let env = TestEnv::new(v, &providers);
+    let out = run(
+        &env,
+        &[
+            "--timeout-ms",
+            "60000",
+            "--models",
+            "ds-host/*,*a*a*a*a*a*a*a*a*a*a*a*a*b",
+        ],
+    );
+    out.assert_success()
+        .assert_answer(DEFAULT_TEXT)
+        .assert_stderr_contains(
+            "warning: --models pattern '*a*a*a*a*a*a*a*a*a*a*a*a*b' matches none",
+        );
+    assert_eq!(routes(&env), ["d"], "{}", out.dump());
 }

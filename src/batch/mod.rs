@@ -471,6 +471,7 @@ mod tests {
                 round_limit: Duration::from_secs(1),
                 cooldown_scale: 1.0,
                 models_scope: None,
+                saved_default: None,
                 provider: None,
                 model: None,
                 wait: false,

@@ -28,8 +28,9 @@
 //!   "matches several providers"); `provider/id` picks one.
 //! - A pattern that matches nothing selects nothing (Pi prints a warning and goes on);
 //!   [`resolve_scope`] reports it so the caller can say so too.
-//! - Result order: pattern order, then pool order; duplicates dropped. Thinking levels are
-//!   not part of the scope (Pi applies them itself when it switches).
+//! - Result order: pattern order, then pool order; duplicates dropped. A valid thinking level
+//!   cut off a pattern is kept for the models that pattern selected ([`ScopeReport::levels`]):
+//!   Pi starts a run without `--model` at the first scoped model's level.
 //!
 //! Verified by running Pi 1.6.0's own resolver and [`scope`] on the same pools and ~110
 //! patterns: identical results. Pi 0.84.4 differs in three corners: an id present on several
@@ -64,6 +65,8 @@ pub struct ScopeReport {
     /// The trimmed patterns, as written, that selected no model at all, in order, each once.
     /// A pattern whose models were all selected by earlier patterns is not listed.
     pub unmatched: Vec<String>,
+    /// `provider/id` → the thinking level its (first) pattern named (`glm-*:high`).
+    pub levels: std::collections::BTreeMap<String, String>,
 }
 
 /// Pi's `--models` scope: the subset of `available` the comma-separated patterns select, in
@@ -78,8 +81,8 @@ pub fn resolve_scope(patterns: &str, available: &[ModelInfo]) -> ScopeReport {
     let mut seen: BTreeSet<(&str, &str)> = BTreeSet::new();
     let mut report = ScopeReport::default();
     for pattern in patterns.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let found = if pattern.chars().nth(MAX_PATTERN_CHARS).is_some() {
-            Vec::new()
+        let (found, level) = if pattern.chars().nth(MAX_PATTERN_CHARS).is_some() {
+            (Vec::new(), None)
         } else {
             resolve_pattern(pattern, &pool)
         };
@@ -89,6 +92,9 @@ pub fn resolve_scope(patterns: &str, available: &[ModelInfo]) -> ScopeReport {
         for i in found {
             let m = &available[i];
             if seen.insert((m.provider.as_str(), m.id.as_str())) {
+                if let Some(level) = level {
+                    report.levels.insert(m.key(), level.to_string());
+                }
                 report.models.push(m.clone());
             }
         }
@@ -147,41 +153,48 @@ impl Found {
     }
 }
 
-fn resolve_pattern(pattern: &str, pool: &Pool<'_>) -> Vec<usize> {
+/// The models one pattern selects, with the thinking level it names (if valid).
+fn resolve_pattern<'p>(pattern: &'p str, pool: &Pool<'_>) -> (Vec<usize>, Option<&'p str>) {
     if pattern.contains(['*', '?', '[']) {
-        let base = match pattern.rsplit_once(':') {
-            Some((base, level)) if THINKING_LEVELS.contains(&level) => base,
-            _ => pattern,
+        let (base, level) = match pattern.rsplit_once(':') {
+            Some((base, level)) if THINKING_LEVELS.contains(&level) => (base, Some(level)),
+            _ => (pattern, None),
         };
         // An id may itself contain glob characters (`model[1m]`): exact references win.
         if let Some(found) = select_reference(base.trim(), pool, false) {
-            return found.into_vec();
+            return (found.into_vec(), level);
         }
         let glob = Glob::new(base);
-        return pool
+        let found = pool
             .indices()
             .filter(|&i| {
                 let m = &pool.models[i];
                 glob.matches(&format!("{}/{}", m.provider, m.id)) || glob.matches(&m.id)
             })
             .collect();
+        return (found, level);
     }
-    resolve_text(pattern, pool)
-        .map(Found::into_vec)
-        .unwrap_or_default()
+    match resolve_text(pattern, pool) {
+        Some((found, level)) => (found.into_vec(), level),
+        None => (Vec::new(), None),
+    }
 }
 
-/// Exact reference, then fuzzy match, then the same again without a `:suffix`.
-fn resolve_text(mut text: &str, pool: &Pool<'_>) -> Option<Found> {
+/// Exact reference, then fuzzy match, then the same again without a `:suffix`. The level is
+/// the outermost suffix cut off, when it names a thinking level (Pi ignores an invalid one).
+fn resolve_text<'p>(mut text: &'p str, pool: &Pool<'_>) -> Option<(Found, Option<&'p str>)> {
     let all: Vec<usize> = pool.indices().collect();
+    let mut level: Option<Option<&'p str>> = None;
     loop {
         if let Some(found) = select_reference(text, pool, true) {
-            return Some(found);
+            return Some((found, level.flatten()));
         }
         if let Some(found) = select_fuzzy(&fuzzy_matches(text, &all, pool), pool.models) {
-            return Some(found);
+            return Some((found, level.flatten()));
         }
-        text = text.rsplit_once(':')?.0;
+        let (rest, suffix) = text.rsplit_once(':')?;
+        level.get_or_insert(THINKING_LEVELS.contains(&suffix).then_some(suffix));
+        text = rest;
     }
 }
 

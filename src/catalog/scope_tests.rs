@@ -454,13 +454,7 @@ fn report_lists_patterns_that_selected_nothing_once_in_order() {
     assert_eq!(keys, ["zai/glm-4.5", "zai/glm-4.6"]);
     // `zai/glm-4.6` selected a model already in scope: not a miss.
     assert_eq!(report.unmatched, ["glm-9", "zhipu/*"]);
-    assert_eq!(
-        resolve_scope("", &pool()),
-        ScopeReport {
-            models: Vec::new(),
-            unmatched: Vec::new()
-        }
-    );
+    assert_eq!(resolve_scope("", &pool()), ScopeReport::default());
     assert_eq!(resolve_scope("*", &[]).unmatched, ["*"]);
 }
 
@@ -590,4 +584,24 @@ proptest! {
     ) {
         let _ = resolve_scope(&patterns, &models);
     }
+}
+
+#[test]
+fn a_pattern_keeps_the_thinking_level_it_names_for_the_models_it_selected() {
+    let report = resolve_scope("zai/*:high, glm-4.6:low, sonnet:bogus", &pool());
+    let level = |k: &str| report.levels.get(k).map(String::as_str);
+    assert_eq!(level("zai/glm-4.5"), Some("high"));
+    // Selected first by `zai/*:high`: a later pattern does not change its level.
+    assert_eq!(level("zai/glm-4.6"), Some("high"));
+    assert!(
+        report.levels.keys().all(|k| k.starts_with("zai/")),
+        "an invalid level names none: {:?}",
+        report.levels
+    );
+    let report = resolve_scope("glm-4.5:low", &pool());
+    assert_eq!(
+        report.levels.get("zai/glm-4.5").map(String::as_str),
+        Some("low")
+    );
+    assert!(resolve_scope("zai/*", &pool()).levels.is_empty());
 }

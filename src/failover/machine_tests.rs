@@ -25,6 +25,7 @@ fn cfg() -> Config {
         round_limit: Duration::from_millis(60_000),
         cooldown_scale: 1.0,
         models_scope: None,
+        saved_default: None,
         provider: None,
         model: None,
         wait: false,
@@ -1344,6 +1345,87 @@ fn a_scope_that_selects_nothing_stops_before_sending_and_names_the_closest() {
     assert!(msg.starts_with("--models 'zhipu/*' selects none"), "{msg}");
     assert!(msg.contains("a/m1, a/m2, b/m1, c/vision"), "{msg}");
     assert_eq!(h.commands(), ["get_state", "get_available_models"]);
+}
+
+#[test]
+fn without_a_model_a_scoped_run_starts_where_pi_would_have() {
+    // Pi is not given `--models`: its current model is its own default (a/m1), outside the
+    // scope's first place. The run starts from the first scoped model, as Pi would have.
+    let c = cfg_with(|c| c.models_scope = Some("b/*,a/*".into()));
+    let mut h = H::with(c, Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.complete_redispatch(sent);
+    h.answer("ok");
+    assert_eq!(h.commands()[2..], ["set_model b/m1", "prompt"]);
+    assert_eq!(h.m.start_model(), Some("b/m1"));
+    // The saved default wins when it is in scope, and Pi is already on it.
+    let c = cfg_with(|c| {
+        c.models_scope = Some("b/*,a/*".into());
+        c.saved_default = Some("a/m2".into());
+    });
+    let mut h = H::with(c, Health::default(), vec![]);
+    let sent = h.start(model("a", "m2", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.answer("ok");
+    assert_eq!(h.commands()[2..], ["prompt"]);
+    // Out of scope, it does not.
+    let c = cfg_with(|c| {
+        c.models_scope = Some("b/*".into());
+        c.saved_default = Some("a/m2".into());
+    });
+    let mut h = H::with(c, Health::default(), vec![]);
+    let sent = h.start(model("a", "m2", false, 128_000), pool());
+    h.complete_redispatch(sent);
+    assert_eq!(h.commands()[2..], ["set_model b/m1", "prompt"]);
+    // `--model` decides the start; the scope only limits the fallbacks.
+    let c = cfg_with(|c| {
+        c.models_scope = Some("b/*,a/*".into());
+        c.model = Some("m2".into());
+    });
+    let mut h = H::with(c, Health::default(), vec![]);
+    let sent = h.start(model("a", "m2", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    assert_eq!(h.commands()[2..], ["prompt"]);
+}
+
+#[test]
+fn a_scoped_start_takes_the_thinking_level_its_pattern_named() {
+    let c = cfg_with(|c| c.models_scope = Some("b/*:high,a/*".into()));
+    let mut h = H::with(c, Health::default(), vec![]);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.complete_redispatch(sent);
+    h.answer("ok");
+    assert_eq!(
+        h.commands()[2..],
+        ["set_model b/m1", "set_thinking_level", "prompt"]
+    );
+    // An explicit level wins over the pattern's.
+    let c = cfg_with(|c| c.models_scope = Some("b/*:high".into()));
+    let opts = Options {
+        thinking: Some("low".into()),
+        ..Options::default()
+    };
+    let mut h = H::from_machine(Machine::with_options(
+        c,
+        Health::default(),
+        "Summarise.".into(),
+        vec![],
+        opts,
+    ));
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.complete_redispatch(sent);
+    let levels: Vec<&str> = h
+        .log
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send {
+                command: Command::SetThinkingLevel { level },
+                ..
+            } => Some(level.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(levels, ["low"]);
 }
 
 #[test]

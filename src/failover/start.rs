@@ -47,6 +47,7 @@ impl Machine {
                 "Pi reported no current model (check models.json and credentials)".to_string(),
             ));
         };
+        let current = self.scoped_start(current);
         // `--provider P` alone (Pi is not told: 1.6.0 refuses it without `--model`): start from
         // P's model, the one Pi would default to if it is P's, else P's first in the pool.
         let current = match (&self.cfg.provider, &self.cfg.model) {
@@ -79,6 +80,13 @@ impl Machine {
             }
             _ => current,
         };
+        // Pi starts a scoped model at the level its pattern named, unless one was asked for.
+        if self.opts.thinking.is_none()
+            && self.cfg.model.is_none()
+            && let Some(level) = self.pi.scope_levels.get(&current.key())
+        {
+            self.opts.thinking = Some(level.clone());
+        }
         self.current = Some(current.clone());
         self.start_key = Some(current.key());
         if current.provider == "unknown" && current.id == "unknown" {
@@ -104,6 +112,33 @@ impl Machine {
                 };
                 self.choose_and_switch(now, Redispatch::Initial, reason);
             }
+        }
+    }
+
+    /// Where Pi would have started had it been given `--models` (it is not: see `cli`): with
+    /// no `--model`, the saved default if it is in scope, else the first scoped model.
+    fn scoped_start(&mut self, current: ModelInfo) -> ModelInfo {
+        // A later batch job starts from the first job's start, which was found this way.
+        if self.cfg.models_scope.is_none()
+            || self.cfg.model.is_some()
+            || self.opts.start_model.is_some()
+        {
+            return current;
+        }
+        let pool = &self.pi.pool;
+        let chosen = self
+            .cfg
+            .saved_default
+            .as_ref()
+            .and_then(|k| pool.iter().find(|m| m.key() == *k))
+            .or_else(|| pool.first())
+            .cloned();
+        match chosen {
+            Some(m) if m.key() != current.key() => {
+                self.pending_set = true;
+                m
+            }
+            _ => current,
         }
     }
 
@@ -138,6 +173,7 @@ impl Machine {
                         listing(&closest_first(&patterns, &key_refs))
                     ));
                 }
+                self.pi.scope_levels = report.levels;
                 report.models
             }
             None => registry.clone(),

@@ -25,6 +25,9 @@ pub struct Config {
     pub cooldown_scale: f64,
     /// `--models` patterns: failover stays inside this scope.
     pub models_scope: Option<String>,
+    /// Pi's saved default model (`provider/id`, from its settings): with `--models` and no
+    /// `--model` the run starts from it when it is in scope, else from the first scoped model.
+    pub saved_default: Option<String>,
     /// `--provider` and `--model` as given: checked against Pi's registry, so a typo fails
     /// loudly instead of silently widening where the data goes.
     pub provider: Option<String>,
@@ -274,6 +277,8 @@ pub(super) struct PiView {
     pub(super) models_seen: bool,
     /// The level Pi chose for a reasoning start model when none was asked for.
     pub(super) thinking_default: Option<String>,
+    /// `provider/id` → the thinking level its `--models` pattern named.
+    pub(super) scope_levels: BTreeMap<String, String>,
 }
 
 /// One failover round: from the first request (or the end of a wait) until the outcome.
