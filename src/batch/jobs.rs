@@ -25,7 +25,7 @@ pub struct JobId(Value);
 
 impl JobId {
     /// A usable id, or why `v` is not one.
-    pub fn from_value(v: &Value) -> Result<JobId, String> {
+    pub fn from_value(v: &Value) -> Result<JobId, BadId> {
         match v {
             Value::String(_) => Ok(JobId(v.clone())),
             // Integers only: a float id would not survive the round trip (1e2 vs 100).
@@ -36,15 +36,12 @@ impl JobId {
                     .as_f64()
                     .is_some_and(|f| f.is_finite() && f.fract() == 0.0 && f.abs() >= 9.2e18);
                 Err(if big {
-                    "\"id\" is too large for an integer id (use a string)".to_string()
+                    BadId::TooLarge
                 } else {
-                    format!("\"id\" must be a string or an integer (got {n})")
+                    BadId::Kind(n.to_string())
                 })
             }
-            other => Err(format!(
-                "\"id\" must be a string or an integer (got {})",
-                kind(other)
-            )),
+            other => Err(BadId::Kind(kind(other).to_string())),
         }
     }
 
@@ -70,6 +67,24 @@ impl JobId {
     /// `job doc-7` for messages.
     pub fn label(&self) -> String {
         format!("job {}", self.canonical())
+    }
+}
+
+/// Why a JSON value is not a job id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BadId {
+    /// An integer past what a JSON number can carry exactly.
+    TooLarge,
+    /// Not a string or an integer: what it was (`an array`, `1.5`).
+    Kind(String),
+}
+
+impl std::fmt::Display for BadId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadId::TooLarge => f.write_str("\"id\" is too large for an integer id (use a string)"),
+            BadId::Kind(got) => write!(f, "\"id\" must be a string or an integer (got {got})"),
+        }
     }
 }
 
@@ -154,7 +169,7 @@ pub fn parse_line(line: &[u8]) -> Result<JobSpec, Invalid> {
     };
     let id = match obj.get("id") {
         None => return Err(Invalid::new(None, "\"id\" is missing")),
-        Some(v) => JobId::from_value(v).map_err(|e| Invalid::new(None, e))?,
+        Some(v) => JobId::from_value(v).map_err(|e| Invalid::new(None, e.to_string()))?,
     };
     let fail = |reason: String| Invalid::new(Some(id.clone()), reason);
     if let Some(key) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {

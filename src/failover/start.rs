@@ -17,6 +17,60 @@ const NO_USABLE_MODEL: &str = "Pi has no usable model: no provider has credentia
 models.json, auth.json and the API key variables, and that the agent dir is readable and \
 writable; --doctor checks them)";
 
+/// Why a run cannot start: what the user selected does not exist in Pi's registry (exit 2,
+/// before anything is sent).
+#[derive(Debug, Clone, PartialEq)]
+enum SetupProblem {
+    NoUsableModel,
+    /// `--models` selected nothing; `closest`: the available models nearest the patterns.
+    EmptyScope {
+        patterns: String,
+        closest: Vec<String>,
+    },
+    UnknownProvider {
+        given: String,
+        closest: Vec<String>,
+    },
+    /// `--model` names no available model: Pi made `custom` of it.
+    UnknownModel {
+        wanted: String,
+        custom: Box<ModelInfo>,
+        closest: Vec<String>,
+    },
+}
+
+impl std::fmt::Display for SetupProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SetupProblem::NoUsableModel => f.write_str(NO_USABLE_MODEL),
+            SetupProblem::EmptyScope { patterns, closest } => write!(
+                f,
+                "--models '{patterns}' selects none of Pi's available models, so nothing would \
+                 be sent; available: {} (pi-ccswitch-run --status lists them all)",
+                listing(closest)
+            ),
+            SetupProblem::UnknownProvider { given, closest } => write!(
+                f,
+                "unknown provider '{given}': no available model has it; providers with \
+                 available models: {}",
+                listing(closest)
+            ),
+            SetupProblem::UnknownModel {
+                wanted,
+                custom,
+                closest,
+            } => write!(
+                f,
+                "unknown model '{wanted}': Pi would send '{}' to {} as a custom model id; \
+                 closest available: {}",
+                custom.id,
+                custom.provider,
+                listing(closest)
+            ),
+        }
+    }
+}
+
 /// How many names a "did you mean" list shows.
 const SUGGESTIONS: usize = 5;
 
@@ -32,7 +86,7 @@ impl Machine {
             return;
         }
         if let Err(problem) = self.check_setup() {
-            return self.finish(Outcome::Setup(problem));
+            return self.finish(Outcome::Setup(problem.to_string()));
         }
         let current = self
             .current
@@ -91,7 +145,7 @@ impl Machine {
         self.start_key = Some(current.key());
         if current.provider == "unknown" && current.id == "unknown" {
             // Pi's placeholder for "no usable model at all": nothing can work.
-            return self.finish(Outcome::Setup(NO_USABLE_MODEL.to_string()));
+            return self.finish(Outcome::Setup(SetupProblem::NoUsableModel.to_string()));
         }
         self.avoid_refused_family(now, &current);
         let why_not = self.why_not_start(now, &current);
@@ -145,10 +199,10 @@ impl Machine {
     /// The user's scope, provider and model against Pi's registry. Patterns that match nothing
     /// are warned about; a scope that selects nothing, an unknown provider or an unknown start
     /// model stop the run before anything is sent.
-    fn check_setup(&mut self) -> Result<(), String> {
+    fn check_setup(&mut self) -> Result<(), SetupProblem> {
         let registry = self.pi.registry.clone();
         if registry.is_empty() {
-            return Err(NO_USABLE_MODEL.to_string());
+            return Err(SetupProblem::NoUsableModel);
         }
         let keys: Vec<String> = registry.iter().map(ModelInfo::key).collect();
         let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
@@ -166,12 +220,8 @@ impl Machine {
                     );
                 }
                 if report.models.is_empty() {
-                    return Err(format!(
-                        "--models '{patterns}' selects none of Pi's available models, so \
-                         nothing would be sent; available: {} (pi-ccswitch-run --status lists \
-                         them all)",
-                        listing(&closest_first(&patterns, &key_refs))
-                    ));
+                    let closest = closest_first(&patterns, &key_refs);
+                    return Err(SetupProblem::EmptyScope { patterns, closest });
                 }
                 self.pi.scope_levels = report.levels;
                 report.models
@@ -187,24 +237,21 @@ impl Machine {
         if let Some(p) = &self.cfg.provider
             && !providers.contains(&p.as_str())
         {
-            return Err(format!(
-                "unknown provider '{p}': no available model has it; providers with available \
-                 models: {}",
-                listing(&closest_first(p, &providers))
-            ));
+            return Err(SetupProblem::UnknownProvider {
+                given: p.clone(),
+                closest: closest_first(p, &providers),
+            });
         }
         if let Some(wanted) = &self.cfg.model
             && let Some(pi_model) = &self.pi.pi_model
             && !keys.contains(&pi_model.key())
             && !(pi_model.provider == "unknown" && pi_model.id == "unknown")
         {
-            return Err(format!(
-                "unknown model '{wanted}': Pi would send '{}' to {} as a custom model id; \
-                 closest available: {}",
-                pi_model.id,
-                pi_model.provider,
-                listing(&closest_first_models(wanted, &key_refs))
-            ));
+            return Err(SetupProblem::UnknownModel {
+                wanted: wanted.clone(),
+                custom: Box::new(pi_model.clone()),
+                closest: closest_first_models(wanted, &key_refs),
+            });
         }
         Ok(())
     }
@@ -319,39 +366,34 @@ fn millis(d: std::time::Duration) -> u64 {
 }
 
 /// The names closest to `query` first, then the rest in their order (capped).
-fn closest_first<'a>(query: &str, names: &[&'a str]) -> Vec<&'a str> {
+fn closest_first(query: &str, names: &[&str]) -> Vec<String> {
     let mut out = closest(query, names, SUGGESTIONS);
     for n in names {
         if !out.contains(n) {
             out.push(n);
         }
     }
-    out
+    out.into_iter().map(str::to_string).collect()
 }
 
 /// The models closest to `query` first, then the rest in their order.
-fn closest_first_models<'a>(query: &str, keys: &[&'a str]) -> Vec<&'a str> {
+fn closest_first_models(query: &str, keys: &[&str]) -> Vec<String> {
     let mut out = closest_models(query, keys, SUGGESTIONS);
     for k in keys {
         if !out.contains(k) {
             out.push(k);
         }
     }
-    out
+    out.into_iter().map(str::to_string).collect()
 }
 
 /// `a, b, c, … (12 more)`.
-fn listing(names: &[&str]) -> String {
+fn listing(names: &[String]) -> String {
     const SHOWN: usize = 12;
     if names.is_empty() {
         return "none".to_string();
     }
-    let mut text = names
-        .iter()
-        .take(SHOWN)
-        .copied()
-        .collect::<Vec<_>>()
-        .join(", ");
+    let mut text = names[..names.len().min(SHOWN)].join(", ");
     if names.len() > SHOWN {
         text.push_str(&format!(", … ({} more)", names.len() - SHOWN));
     }
