@@ -20,9 +20,10 @@ impl Machine {
         mode: Redispatch,
         reason: SwitchReason,
     ) {
-        if let Some(target) = self
-            .health
-            .needs_probe(&model, now.wall_ms, &self.own_leases)
+        if let Some(target) =
+            self.shared
+                .health
+                .needs_probe(&model, now.wall_ms, &self.shared.own_leases)
         {
             self.phase = Phase::Claiming {
                 model,
@@ -34,6 +35,7 @@ impl Machine {
                 .actions
                 .push_back(super::machine::Action::ClaimProbe { target });
         } else if self
+            .dispatch
             .current
             .as_ref()
             .is_some_and(|c| c.key() == model.key())
@@ -46,6 +48,7 @@ impl Machine {
 
     fn switch_to(&mut self, now: Now, next: ModelInfo, mode: Redispatch, reason: SwitchReason) {
         let from = self
+            .dispatch
             .current
             .as_ref()
             .map(ModelInfo::key)
@@ -57,13 +60,13 @@ impl Machine {
             to: next.key(),
             reason: reason.as_str().to_string(),
         };
-        self.pending_switch = Some((entry, reason));
+        self.dispatch.pending_switch = Some((entry, reason));
         self.start_redispatch(mode, Some(next));
     }
 
     /// Pi accepted `model`: if that completes a switch, record it.
     pub(super) fn switch_done(&mut self, now: Now, model: &ModelInfo) {
-        let Some((entry, reason)) = self.pending_switch.take() else {
+        let Some((entry, reason)) = self.dispatch.pending_switch.take() else {
             return;
         };
         if entry.to != model.key() {
@@ -73,7 +76,7 @@ impl Machine {
             Note::Switch,
             format!("switch {} → {} ({})", entry.from, entry.to, entry.reason),
         );
-        self.switches += 1;
+        self.tally.switches += 1;
         // Skipping a start model already known to be dead is not news for the shared log
         // (a batch would otherwise write one entry per job).
         if reason != SwitchReason::Unhealthy {
@@ -90,16 +93,16 @@ impl Machine {
         self.wire.queue.clear();
         self.phase = Phase::Dispatching;
         self.attempt = AttemptState::default();
-        self.judged_seq = self.last_seq;
+        self.dispatch.judged_seq = self.dispatch.last_seq;
         if mode == Redispatch::Fork {
             self.wire.queue.push_back(Command::GetForkMessages);
         }
-        let pending = std::mem::take(&mut self.pending_set);
+        let pending = std::mem::take(&mut self.dispatch.pending_set);
         // `fork` rebuilds the session from the branch, model and thinking level included, so
         // after a fork the model is always set again (the current one for a same-model retry).
         let next = next.or_else(|| {
             if pending || mode == Redispatch::Fork {
-                self.current.clone()
+                self.dispatch.current.clone()
             } else {
                 None
             }
@@ -112,12 +115,12 @@ impl Machine {
             });
         }
         if let Some(level) = &self.opts.thinking
-            && (switching || !self.thinking_sent)
+            && (switching || !self.dispatch.thinking_sent)
         {
             self.wire.queue.push_back(Command::SetThinkingLevel {
                 level: level.clone(),
             });
-            self.thinking_sent = true;
+            self.dispatch.thinking_sent = true;
         } else if let Some(level) = &self.pi.thinking_default
             && switching
         {
@@ -128,12 +131,12 @@ impl Machine {
         // A continuation is added only after new tool work; otherwise the last prompt is sent
         // again as it was (after a fork, or when it never reached the session).
         if mode == Redispatch::Continue {
-            self.continued = true;
+            self.dispatch.continued = true;
         }
-        let (message, images) = if self.continued {
+        let (message, images) = if self.dispatch.continued {
             (CONTINUATION_PROMPT.to_string(), Vec::new())
         } else {
-            (self.prompt.clone(), self.images.clone())
+            (self.request.prompt.clone(), self.request.images.clone())
         };
         self.wire
             .queue
@@ -180,7 +183,7 @@ impl Machine {
             .into_iter()
             .filter_map(|scope| {
                 let key = keys.get(scope)?;
-                let r = self.health.records(scope)?.get(key)?;
+                let r = self.shared.health.records(scope)?.get(key)?;
                 (r.consecutive_failures > 0).then(|| format!("{} {key}", scope.as_str()))
             })
             .collect();
@@ -195,7 +198,7 @@ impl Machine {
             );
         }
         self.attempt.open = false;
-        self.attempts.push(super::machine::Attempt {
+        self.tally.attempts.push(super::machine::Attempt {
             model: model.key(),
             failure: None,
             error: None,

@@ -68,6 +68,7 @@ impl Machine {
         match plan {
             Plan::RetrySame => {
                 let key = self
+                    .dispatch
                     .current
                     .as_ref()
                     .map(ModelInfo::key)
@@ -123,23 +124,23 @@ impl Machine {
         let class = verdict.class;
         let scope = verdict.scope;
         self.attempt.open = false;
-        self.attempts.push(Attempt {
+        self.tally.attempts.push(Attempt {
             model: keys.model.clone(),
             failure: Some(verdict),
             error: Some(error.clone()),
             duration_ms: self.attempt_ms(now),
             usage: std::mem::take(&mut self.attempt.usage),
         });
-        self.last_error = Some(format!("{}: {error}", keys.model));
+        self.tally.last_error = Some(format!("{}: {error}", keys.model));
         self.open_breaker(now, model, &keys, class, scope, error);
         // The probe is over whatever it proved: a lease this run holds on one of the model's
         // breakers goes back, so another run need not wait out the lease's expiry. Only after
         // the failure: each delta is its own commit, and a lease released first would let
         // another run claim the probe while the breaker still looks half-open.
-        let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut self.own_leases)
+        let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut self.shared.own_leases)
             .into_iter()
             .partition(|t| keys.get(t.scope) == Some(t.key.as_str()));
-        self.own_leases = others;
+        self.shared.own_leases = others;
         for target in mine {
             self.record(Delta::Release { target });
         }
@@ -160,12 +161,16 @@ impl Machine {
             FailureClass::UserAbort => return,
             FailureClass::ContextOverflow => {
                 let window = model.context_window_or_zero();
-                self.larger_context_than =
-                    Some(self.larger_context_than.map_or(window, |w| w.max(window)));
+                self.request.larger_context_than = Some(
+                    self.request
+                        .larger_context_than
+                        .map_or(window, |w| w.max(window)),
+                );
                 return;
             }
             FailureClass::ContentPolicy => {
-                self.avoided_families
+                self.request
+                    .avoided_families
                     .insert(family(model), format!("{} refused the content", keys.model));
             }
             FailureClass::Endpoint => {
@@ -197,6 +202,7 @@ impl Machine {
         });
         if !was_open && self.breaker_open(scope, &key, now) {
             let left = self
+                .shared
                 .health
                 .records(scope)
                 .and_then(|m| m.get(&key))
@@ -214,7 +220,8 @@ impl Machine {
     }
 
     fn breaker_open(&self, scope: Scope, key: &str, now: Now) -> bool {
-        self.health
+        self.shared
+            .health
             .records(scope)
             .and_then(|m| m.get(key))
             .is_some_and(|r| r.cooling(now.wall_ms))
@@ -222,10 +229,10 @@ impl Machine {
 
     /// Applies a health change locally and asks the driver to persist it.
     pub(super) fn record(&mut self, delta: Delta) {
-        self.health.apply(&delta, self.cfg.cooldown_scale);
-        self.record_seq += 1;
-        let seq = self.record_seq;
-        self.unconfirmed.push_back((seq, delta.clone()));
+        self.shared.health.apply(&delta, self.cfg.cooldown_scale);
+        self.shared.record_seq += 1;
+        let seq = self.shared.record_seq;
+        self.shared.unconfirmed.push_back((seq, delta.clone()));
         self.wire
             .actions
             .push_back(super::machine::Action::Record { seq, delta });
@@ -235,13 +242,13 @@ impl Machine {
         Filter {
             tried: &self.round.tried,
             isolated_endpoints: &self.round.isolated,
-            avoided_families: &self.avoided_families,
-            needs_images: !self.images.is_empty(),
-            larger_context_than: self.larger_context_than,
-            min_context: estimate_tokens(&self.prompt),
-            health: &self.health,
+            avoided_families: &self.request.avoided_families,
+            needs_images: !self.request.images.is_empty(),
+            larger_context_than: self.request.larger_context_than,
+            min_context: estimate_tokens(&self.request.prompt),
+            health: &self.shared.health,
             now_ms: now.wall_ms,
-            own_leases: &self.own_leases,
+            own_leases: &self.shared.own_leases,
         }
     }
 
@@ -252,7 +259,7 @@ impl Machine {
     }
 
     pub(super) fn choose_and_switch(&mut self, now: Now, mode: Redispatch, reason: SwitchReason) {
-        let Some(current) = self.current.clone() else {
+        let Some(current) = self.dispatch.current.clone() else {
             return self.finish(Outcome::Fatal("no current model".to_string()));
         };
         match self.best_candidate(now, &current) {
@@ -262,8 +269,8 @@ impl Machine {
                     return;
                 }
                 let reason = if mode == Redispatch::Initial
-                    && !self.images.is_empty()
-                    && self.attempts.is_empty()
+                    && !self.request.images.is_empty()
+                    && self.tally.attempts.is_empty()
                     && self.static_candidates().is_empty()
                 {
                     NO_IMAGE_MODEL
@@ -278,17 +285,18 @@ impl Machine {
     /// The pool without what can never take this request: wrong modality, too small a context
     /// window, an avoided family. Breakers and the round's bookkeeping are not looked at.
     fn static_candidates(&self) -> Vec<ModelInfo> {
-        let needed = estimate_tokens(&self.prompt);
+        let needed = estimate_tokens(&self.request.prompt);
         self.pi
             .pool
             .iter()
-            .filter(|m| self.images.is_empty() || m.accepts_images())
+            .filter(|m| self.request.images.is_empty() || m.accepts_images())
             .filter(|m| m.context_window.is_none_or(|w| w >= needed))
             .filter(|m| {
-                self.larger_context_than
+                self.request
+                    .larger_context_than
                     .is_none_or(|c| m.context_window_or_zero() > c)
             })
-            .filter(|m| !self.avoided_families.contains_key(&family(m)))
+            .filter(|m| !self.request.avoided_families.contains_key(&family(m)))
             .cloned()
             .collect()
     }
@@ -309,7 +317,8 @@ impl Machine {
                 at_ms,
                 transient: true,
                 what,
-            } = reopen::availability(m, &self.health, now.wall_ms, &self.own_leases)
+            } =
+                reopen::availability(m, &self.shared.health, now.wall_ms, &self.shared.own_leases)
             {
                 // A probe lease held elsewhere usually ends when that probe does, long before
                 // it expires: judge the deadline by the next check, not by the expiry.
@@ -357,7 +366,7 @@ impl Machine {
             return;
         };
         self.round = super::machine::Round::default();
-        let Some(current) = self.current.clone() else {
+        let Some(current) = self.dispatch.current.clone() else {
             return self.finish(Outcome::Fatal("no current model".to_string()));
         };
         let current_ok = self
@@ -365,8 +374,9 @@ impl Machine {
             .iter()
             .any(|m| m.key() == current.key())
             && self
+                .shared
                 .health
-                .blocked(&current, now.wall_ms, &self.own_leases)
+                .blocked(&current, now.wall_ms, &self.shared.own_leases)
                 .is_none();
         let next = if current_ok {
             Some(current)
@@ -393,7 +403,7 @@ impl Machine {
     /// Ends the run with exit 1, saying whether and when trying again could help.
     pub(super) fn exhaust(&mut self, now: Now, reason: String) {
         let retry = self.retry_hint(now, &reason);
-        let last_error = self.last_error.clone();
+        let last_error = self.tally.last_error.clone();
         self.finish(Outcome::Exhausted {
             reason,
             last_error,
@@ -415,9 +425,9 @@ impl Machine {
         }
         let models = self.static_candidates();
         if models.is_empty() {
-            let why = if !self.images.is_empty() {
+            let why = if !self.request.images.is_empty() {
                 "no model that accepts images is available"
-            } else if !self.avoided_families.is_empty() {
+            } else if !self.request.avoided_families.is_empty() {
                 "every model left is of a family that refused the content"
             } else {
                 "no model has a context window large enough for this request"
@@ -431,10 +441,12 @@ impl Machine {
         let mut soonest: Option<(u64, String)> = None;
         let mut causes: Vec<String> = Vec::new();
         for m in &models {
-            match reopen::availability(m, &self.health, now.wall_ms, &self.own_leases) {
+            match reopen::availability(m, &self.shared.health, now.wall_ms, &self.shared.own_leases)
+            {
                 Availability::Now => {
                     // Free of breakers but failed this round: its failure decides.
                     let class = self
+                        .tally
                         .attempts
                         .iter()
                         .rev()

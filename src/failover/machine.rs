@@ -25,11 +25,12 @@ use serde_json::Value;
 use super::classify::{Classification, FailureClass, Observation, classify};
 pub use super::state::{Action, Attempt, Config, Note, Options, Outcome};
 pub(super) use super::state::{
-    AttemptState, Phase, PiView, Plan, Redispatch, Round, SwitchReason, Tag, Watch, Wire,
+    AttemptState, DispatchState, Phase, PiView, Plan, Redispatch, Request, Round, SharedView,
+    SwitchReason, Tag, Tally, Watch, Wire,
 };
 use crate::catalog::ModelInfo;
 use crate::clock::Now;
-use crate::health::{Delta, Health, SwitchEntry};
+use crate::health::Health;
 use crate::rpc::pending::Pending;
 use crate::rpc::{Command, ImageContent, Incoming, Message, Response};
 
@@ -50,44 +51,18 @@ pub struct Machine {
     pub(super) cfg: Config,
     pub(super) opts: Options,
     pub(super) pi: PiView,
+    pub(super) request: Request,
+    pub(super) shared: SharedView,
     pub(super) round: Round,
     pub(super) attempt: AttemptState,
-    /// Families avoided for this request after a content-policy refusal, with why. Kept across
-    /// rounds: it is about the request, not the round.
-    pub(super) avoided_families: BTreeMap<String, String>,
-    /// After a context overflow only larger windows qualify, in every later round too.
-    pub(super) larger_context_than: Option<u64>,
+    pub(super) dispatch: DispatchState,
     pub(super) wire: Wire,
-    pub(super) health: Health,
-    /// Records sent to the driver whose merged result has not come back yet: (seq, delta).
-    pub(super) unconfirmed: VecDeque<(u64, Delta)>,
-    pub(super) record_seq: u64,
-    pub(super) prompt: String,
-    pub(super) images: Vec<ImageContent>,
+    pub(super) tally: Tally,
     pub(super) phase: Phase,
-    pub(super) current: Option<ModelInfo>,
-    /// The model this run started from (after `--provider` and a batch's start model applied).
-    pub(super) start_key: Option<String>,
-    /// The start model differs from Pi's current one: the first dispatch must set it.
-    pub(super) pending_set: bool,
-    pub(super) thinking_sent: bool,
-    /// A switch waiting for Pi to accept the new model.
-    pub(super) pending_switch: Option<(SwitchEntry, SwitchReason)>,
-    /// Probe leases this process holds (their breakers do not block it).
-    pub(super) own_leases: Vec<crate::health::ProbeTarget>,
-    pub(super) switches: u32,
-    /// Counters of assistant messages seen and judged (a settle without a fresh one re-uses
-    /// the verdict already taken on Pi's auto-retry).
-    pub(super) last_seq: u64,
-    pub(super) judged_seq: u64,
-    /// The last prompt sent was the continuation prompt (a later fork re-sends it, once).
-    pub(super) continued: bool,
+    /// When an abort was sent and Pi has not settled yet.
     pub(super) aborting: Option<Instant>,
     pub(super) plan: Option<Plan>,
     pub(super) interrupted: bool,
-    pub(super) attempts: Vec<Attempt>,
-    pub(super) last_error: Option<String>,
-    pub(super) outcome: Option<Outcome>,
 }
 
 impl Machine {
@@ -115,32 +90,26 @@ impl Machine {
             cfg,
             opts: options,
             pi: PiView::default(),
+            request: Request {
+                prompt,
+                images,
+                avoided_families: BTreeMap::new(),
+                larger_context_than: None,
+            },
+            shared: SharedView {
+                health,
+                unconfirmed: VecDeque::new(),
+                record_seq: 0,
+                own_leases: Vec::new(),
+            },
             round: Round::default(),
             attempt: AttemptState::default(),
-            avoided_families: BTreeMap::new(),
-            larger_context_than: None,
-            health,
-            unconfirmed: VecDeque::new(),
-            record_seq: 0,
-            prompt,
-            images,
+            dispatch: DispatchState::default(),
+            tally: Tally::default(),
             phase: Phase::Starting,
-            current: None,
-            start_key: None,
-            pending_set: false,
-            thinking_sent: false,
-            pending_switch: None,
-            own_leases: Vec::new(),
-            switches: 0,
-            last_seq: 0,
-            judged_seq: 0,
-            continued: false,
             aborting: None,
             plan: None,
             interrupted: false,
-            attempts: Vec::new(),
-            last_error: None,
-            outcome: None,
         };
         if fresh {
             // Pi switches sessions asynchronously: a command sent before this answer would
@@ -180,19 +149,19 @@ impl Machine {
     }
 
     pub fn outcome(&self) -> Option<&Outcome> {
-        self.outcome.as_ref()
+        self.tally.outcome.as_ref()
     }
 
     pub fn attempts(&self) -> &[Attempt] {
-        &self.attempts
+        &self.tally.attempts
     }
 
     pub fn switches(&self) -> u32 {
-        self.switches
+        self.tally.switches
     }
 
     pub fn current(&self) -> Option<&ModelInfo> {
-        self.current.as_ref()
+        self.dispatch.current.as_ref()
     }
 
     /// Waiting for a breaker to reopen (for the live status line).
@@ -209,7 +178,7 @@ impl Machine {
         if !self.attempt.open {
             return None;
         }
-        let model = self.current.as_ref()?.key();
+        let model = self.dispatch.current.as_ref()?.key();
         Some(Attempt {
             model,
             failure: None,
@@ -227,7 +196,7 @@ impl Machine {
     /// The model this run chose to start from (`provider/id`): the next job on the same Pi
     /// starts from it again.
     pub fn start_model(&self) -> Option<&str> {
-        self.start_key.as_deref()
+        self.dispatch.start_key.as_deref()
     }
 
     /// Every model Pi said it can use (for pruning health records of models it no longer lists).
@@ -238,7 +207,8 @@ impl Machine {
     /// Models tried this run, in the order they failed.
     pub fn tried(&self) -> Vec<String> {
         let mut seen = BTreeSet::new();
-        self.attempts
+        self.tally
+            .attempts
             .iter()
             .filter(|a| a.failure.is_some() && seen.insert(a.model.clone()))
             .map(|a| a.model.clone())
@@ -251,12 +221,17 @@ impl Machine {
     /// run's record `seq`. Records emitted since are not in it yet and are applied again, so the
     /// view never goes back in time.
     pub fn handle_health(&mut self, seq: u64, health: Health) {
-        self.health = health;
-        while self.unconfirmed.front().is_some_and(|(s, _)| *s <= seq) {
-            self.unconfirmed.pop_front();
+        self.shared.health = health;
+        while self
+            .shared
+            .unconfirmed
+            .front()
+            .is_some_and(|(s, _)| *s <= seq)
+        {
+            self.shared.unconfirmed.pop_front();
         }
-        for (_, delta) in &self.unconfirmed {
-            self.health.apply(delta, self.cfg.cooldown_scale);
+        for (_, delta) in &self.shared.unconfirmed {
+            self.shared.health.apply(delta, self.cfg.cooldown_scale);
         }
     }
 
@@ -292,7 +267,7 @@ impl Machine {
             }
             Incoming::MessageUpdate {} => self.progress(now),
             Incoming::MessageEnd { message } if message.role == "assistant" => {
-                self.last_seq += 1;
+                self.dispatch.last_seq += 1;
                 if let Some(usage) = &message.usage {
                     self.attempt.usage.add(usage);
                 }
@@ -424,7 +399,7 @@ impl Machine {
             return;
         };
         if granted {
-            self.own_leases.push(target);
+            self.shared.own_leases.push(target);
             // Another of the model's breakers may be half-open too.
             self.go_to(now, model, mode, reason);
         } else {
@@ -435,6 +410,7 @@ impl Machine {
             // Our cached health may not show the other run's lease yet: note it locally (not
             // recorded), so a job out of candidates waits for that probe instead of giving up.
             if let Some(r) = self
+                .shared
                 .health
                 .records_mut(target.scope)
                 .and_then(|m| m.get_mut(&target.key))
@@ -490,7 +466,7 @@ impl Machine {
                             .map(str::to_string);
                     }
                     self.pi.pi_model = Some(model.clone());
-                    self.current = Some(model);
+                    self.dispatch.current = Some(model);
                 }
                 self.maybe_start(now);
             }
@@ -540,10 +516,10 @@ impl Machine {
             Tag::SetModel(model) => {
                 if r.success {
                     self.switch_done(now, &model);
-                    self.current = Some(model);
+                    self.dispatch.current = Some(model);
                     self.run_queue();
                 } else {
-                    self.pending_switch = None;
+                    self.dispatch.pending_switch = None;
                     // Pi refused the model: a model-scope failure of that candidate.
                     let error = format!(
                         "Pi refused model selection: {}",
@@ -624,7 +600,7 @@ impl Machine {
             watchdog: false,
             user_abort: false,
         });
-        match self.current.clone() {
+        match self.dispatch.current.clone() {
             Some(current) if verdict.class == FailureClass::Auth && !self.interrupted => {
                 let plan = self.judge(now, &current, verdict, &error);
                 // Nothing reached the session, so there is nothing to fork away from.
@@ -648,7 +624,7 @@ impl Machine {
         if self.phase != Phase::Running || self.interrupted {
             return;
         }
-        let Some(current) = self.current.clone() else {
+        let Some(current) = self.dispatch.current.clone() else {
             return;
         };
         let error = self
@@ -664,7 +640,7 @@ impl Machine {
             watchdog: false,
             user_abort: false,
         });
-        self.judged_seq = self.last_seq;
+        self.dispatch.judged_seq = self.dispatch.last_seq;
         let plan = self.judge(now, &current, verdict, &error);
         match plan {
             Plan::Exhaust(_) if self.round_expired(now) => {
@@ -719,20 +695,20 @@ impl Machine {
         if !matches!(self.phase, Phase::Running | Phase::Settling) {
             return;
         }
-        let Some(current) = self.current.clone() else {
+        let Some(current) = self.dispatch.current.clone() else {
             return self.finish(Outcome::Fatal("Pi settled without a model".to_string()));
         };
         let message = self.attempt.last_assistant.clone().unwrap_or_default();
         let stop = message.stop_reason.clone().unwrap_or_default();
         let text = message.text();
-        let fresh = self.last_seq > self.judged_seq;
+        let fresh = self.dispatch.last_seq > self.dispatch.judged_seq;
         if fresh && matches!(stop.as_str(), "stop" | "length") && !text.trim().is_empty() {
             return self.succeed(now, current, text.trim().to_string());
         }
         let plan = match self.plan.take() {
             Some(plan) if !fresh => plan,
             _ => {
-                self.judged_seq = self.last_seq;
+                self.dispatch.judged_seq = self.dispatch.last_seq;
                 let (verdict, error) = self.verdict_on(&message, &stop);
                 self.judge(now, &current, verdict, &error)
             }
@@ -817,7 +793,7 @@ impl Machine {
         }
         self.phase = Phase::Done;
         self.attempt.watch = Watch::Off;
-        self.outcome = Some(outcome.clone());
+        self.tally.outcome = Some(outcome.clone());
         self.wire.actions.push_back(Action::Finish(outcome));
     }
 }

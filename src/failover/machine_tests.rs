@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::failover::classify::Scope;
 use crate::failover::machine::WAIT_POLL;
-use crate::health::Record;
+use crate::health::{Delta, Record};
 
 struct H {
     m: Machine,
@@ -824,7 +824,7 @@ fn a_probe_that_fails_in_another_scope_gives_its_lease_back() {
         }),
         "{deltas:?}"
     );
-    assert_eq!(h.m.health.providers["b"].lease_until, None);
+    assert_eq!(h.m.shared.health.providers["b"].lease_until, None);
 }
 
 #[test]

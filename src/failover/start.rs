@@ -89,12 +89,13 @@ impl Machine {
             return self.finish(Outcome::Setup(problem.to_string()));
         }
         let current = self
+            .dispatch
             .current
             .as_ref()
             .and_then(|c| self.pi.pool.iter().find(|m| m.key() == c.key()).cloned())
             .or_else(|| {
                 // Pi's start model outside `--models` or without credentials: use Pi's object.
-                self.current.clone()
+                self.dispatch.current.clone()
             });
         let Some(current) = current else {
             return self.finish(Outcome::Setup(
@@ -114,7 +115,7 @@ impl Machine {
                     .find(|m| m.provider == *p)
                 {
                     Some(m) => {
-                        self.pending_set = true;
+                        self.dispatch.pending_set = true;
                         m.clone()
                     }
                     None => current,
@@ -126,7 +127,7 @@ impl Machine {
             Some(key) if *key != current.key() => {
                 match self.pi.pool.iter().find(|m| &m.key() == key) {
                     Some(m) => {
-                        self.pending_set = true;
+                        self.dispatch.pending_set = true;
                         m.clone()
                     }
                     None => current,
@@ -141,8 +142,8 @@ impl Machine {
         {
             self.opts.thinking = Some(level.clone());
         }
-        self.current = Some(current.clone());
-        self.start_key = Some(current.key());
+        self.dispatch.current = Some(current.clone());
+        self.dispatch.start_key = Some(current.key());
         if current.provider == "unknown" && current.id == "unknown" {
             // Pi's placeholder for "no usable model at all": nothing can work.
             return self.finish(Outcome::Setup(SetupProblem::NoUsableModel.to_string()));
@@ -159,7 +160,7 @@ impl Machine {
             Some(why) => {
                 self.note(Note::Start, format!("start: {} is {why}", current.key()));
                 self.round.tried.insert(current.key());
-                let reason = if !self.images.is_empty() && !current.accepts_images() {
+                let reason = if !self.request.images.is_empty() && !current.accepts_images() {
                     SwitchReason::Modality
                 } else {
                     SwitchReason::Unhealthy
@@ -189,7 +190,7 @@ impl Machine {
             .cloned();
         match chosen {
             Some(m) if m.key() != current.key() => {
-                self.pending_set = true;
+                self.dispatch.pending_set = true;
                 m
             }
             _ => current,
@@ -259,12 +260,17 @@ impl Machine {
     /// A start model cooling down after a content-policy refusal keeps its family out of this
     /// run too: a re-run of the same document would be refused the same way by its relatives.
     fn avoid_refused_family(&mut self, now: Now, start: &ModelInfo) {
-        let refused = self.health.models.get(&start.key()).is_some_and(|r| {
-            r.cooling(now.wall_ms)
-                && r.last_class.as_deref() == Some(FailureClass::ContentPolicy.as_str())
-        });
+        let refused = self
+            .shared
+            .health
+            .models
+            .get(&start.key())
+            .is_some_and(|r| {
+                r.cooling(now.wall_ms)
+                    && r.last_class.as_deref() == Some(FailureClass::ContentPolicy.as_str())
+            });
         if refused {
-            self.avoided_families.insert(
+            self.request.avoided_families.insert(
                 family(start),
                 format!("{} refused the content recently", start.key()),
             );
@@ -273,10 +279,10 @@ impl Machine {
 
     /// Why the start model cannot take the request, if it cannot.
     fn why_not_start(&self, now: Now, current: &ModelInfo) -> Option<String> {
-        if !self.images.is_empty() && !current.accepts_images() {
+        if !self.request.images.is_empty() && !current.accepts_images() {
             return Some("text-only and the request has images".to_string());
         }
-        let needed = estimate_tokens(&self.prompt);
+        let needed = estimate_tokens(&self.request.prompt);
         if let Some(window) = current.context_window
             && window < needed
         {
@@ -284,8 +290,9 @@ impl Machine {
                 "too small for the request (context window {window} < ~{needed} tokens)"
             ));
         }
-        self.health
-            .blocked(current, now.wall_ms, &self.own_leases)
+        self.shared
+            .health
+            .blocked(current, now.wall_ms, &self.shared.own_leases)
             .map(|block| match block {
                 Block::Disabled => "disabled".to_string(),
                 Block::Cooling(s) => format!("{} breaker open", s.as_str()),
@@ -302,16 +309,17 @@ impl Machine {
         start_skipped: Option<String>,
     ) -> Explanation {
         let avoided: Vec<(String, String)> = self
+            .request
             .avoided_families
             .iter()
             .map(|(f, why)| (f.clone(), why.clone()))
             .collect();
         let request = explain::Request {
-            health: &self.health,
+            health: &self.shared.health,
             now_ms: now.wall_ms,
             pool: &self.pi.pool,
-            needs_images: !self.images.is_empty(),
-            input_tokens: estimate_tokens(&self.prompt),
+            needs_images: !self.request.images.is_empty(),
+            input_tokens: estimate_tokens(&self.request.prompt),
             avoided_families: &avoided,
         };
         let mut candidates = Vec::new();
@@ -326,7 +334,7 @@ impl Machine {
             if explain::why_excluded(&m, &request).is_none() {
                 candidates.push(Ranked {
                     model: m.key(),
-                    reason: explain::rank_reason(start, &m, &self.health),
+                    reason: explain::rank_reason(start, &m, &self.shared.health),
                 });
             }
         }
@@ -353,8 +361,8 @@ impl Machine {
                 .deadline
                 .map(|d| millis(d.saturating_duration_since(now.instant))),
             wait: self.cfg.wait,
-            input_tokens_estimate: estimate_tokens(&self.prompt),
-            images: self.images.len(),
+            input_tokens_estimate: estimate_tokens(&self.request.prompt),
+            images: self.request.images.len(),
             candidates,
             excluded,
         }

@@ -11,9 +11,9 @@ use super::classify::{Classification, FailureClass};
 use super::explain::Explanation;
 use super::reopen::RetryHint;
 use crate::catalog::ModelInfo;
-use crate::health::Delta;
+use crate::health::{Delta, Health, ProbeTarget, SwitchEntry};
 use crate::rpc::pending::Pending;
-use crate::rpc::{Command, Message, Usage};
+use crate::rpc::{Command, ImageContent, Message, Usage};
 
 /// Tunables, from settings and the command line.
 #[derive(Debug, Clone)]
@@ -279,6 +279,57 @@ pub(super) struct PiView {
     pub(super) thinking_default: Option<String>,
     /// `provider/id` → the thinking level its `--models` pattern named.
     pub(super) scope_levels: BTreeMap<String, String>,
+}
+
+/// The request, and what this run learned about it: kept across rounds.
+#[derive(Debug)]
+pub(super) struct Request {
+    pub(super) prompt: String,
+    pub(super) images: Vec<ImageContent>,
+    /// Families avoided after a content-policy refusal, with why: the content is the reason,
+    /// so a relative would refuse it too.
+    pub(super) avoided_families: BTreeMap<String, String>,
+    /// After a context overflow only larger windows qualify, in every later round too.
+    pub(super) larger_context_than: Option<u64>,
+}
+
+/// This run's copy of the shared health and what it has asked the store to change.
+#[derive(Debug)]
+pub(super) struct SharedView {
+    pub(super) health: Health,
+    /// Records sent to the driver whose merged result has not come back yet: (seq, delta).
+    pub(super) unconfirmed: VecDeque<(u64, Delta)>,
+    pub(super) record_seq: u64,
+    /// Probe leases this process holds (their breakers do not block it).
+    pub(super) own_leases: Vec<ProbeTarget>,
+}
+
+/// The model in use and how the request last went out to it.
+#[derive(Debug, Default)]
+pub(super) struct DispatchState {
+    pub(super) current: Option<ModelInfo>,
+    /// The model this run started from (after `--provider` and a batch's start model applied).
+    pub(super) start_key: Option<String>,
+    /// The start model differs from Pi's current one: the first dispatch must set it.
+    pub(super) pending_set: bool,
+    pub(super) thinking_sent: bool,
+    /// A switch waiting for Pi to accept the new model.
+    pub(super) pending_switch: Option<(SwitchEntry, SwitchReason)>,
+    /// Counters of assistant messages seen and judged (a settle without a fresh one re-uses
+    /// the verdict already taken on Pi's auto-retry).
+    pub(super) last_seq: u64,
+    pub(super) judged_seq: u64,
+    /// The last prompt sent was the continuation prompt (a later fork re-sends it, once).
+    pub(super) continued: bool,
+}
+
+/// What the run reports when it ends.
+#[derive(Debug, Default)]
+pub(super) struct Tally {
+    pub(super) switches: u32,
+    pub(super) attempts: Vec<Attempt>,
+    pub(super) last_error: Option<String>,
+    pub(super) outcome: Option<Outcome>,
 }
 
 /// One failover round: from the first request (or the end of a wait) until the outcome.
