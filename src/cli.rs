@@ -478,6 +478,11 @@ where
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => {
+            if e.kind() == ErrorKind::MissingRequiredArgument
+                && let Some(err) = missing_requirement(&args)
+            {
+                return Err(err);
+            }
             return match clap_error(&e) {
                 Some(usage) => Err(usage),
                 None => {
@@ -494,6 +499,29 @@ where
         }
     };
     cli.into_invocation().map(|inv| Parsed::Run(Box::new(inv)))
+}
+
+/// Names the flag that needs another one (clap only names the missing one).
+fn missing_requirement(args: &[OsString]) -> Option<UsageError> {
+    let given = |flag: &str| {
+        args.iter().skip(1).take_while(|a| *a != "--").any(|a| {
+            let a = a.to_string_lossy();
+            a == flag || a.strip_prefix(flag).is_some_and(|r| r.starts_with('='))
+        })
+    };
+    if given("--resume") && !given("--output") {
+        return Some(UsageError(
+            "--resume needs --output FILE: it skips the jobs that already have a success there"
+                .to_string(),
+        ));
+    }
+    if given("--batch") {
+        return None;
+    }
+    ["--jobs", "--output", "--shard", "--resume"]
+        .into_iter()
+        .find(|f| given(f))
+        .map(|f| UsageError(format!("{f} works only with --batch FILE")))
 }
 
 /// Dashes that phones, word processors and some editors put where two hyphens were typed.
@@ -530,19 +558,55 @@ fn unicode_dash(args: &[OsString]) -> Option<UsageError> {
         if !flag_like {
             continue;
         }
-        let name_part = rest.split('=').next().unwrap_or(rest);
-        let known = Cli::command()
+        let (name_part, value) = match rest.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (rest, None),
+        };
+        let command = Cli::command();
+        let longs: Vec<String> = command
             .get_arguments()
             .filter_map(|a| a.get_long())
-            .any(|l| l == name_part);
-        let suggestion = if known || name_part.len() > 1 {
-            format!("--{rest}")
+            .map(|l| format!("--{l}"))
+            .collect();
+        let shorts: Vec<String> = command
+            .get_arguments()
+            .filter_map(|a| a.get_short())
+            .map(|c| format!("-{c}"))
+            .collect();
+        // Only a flag that exists is suggested: the exact one, else the closest long flags.
+        let wanted = format!("--{name_part}");
+        let short = format!("-{name_part}");
+        let named: Vec<String> = if longs.contains(&wanted) {
+            vec![wanted]
+        } else if shorts.contains(&short) {
+            vec![short]
         } else {
-            format!("-{rest}")
+            let refs: Vec<&str> = longs.iter().map(String::as_str).collect();
+            crate::catalog::suggest::closest(&wanted, &refs, 3)
+                .into_iter()
+                .map(str::to_string)
+                .collect()
+        };
+        let hint = match named.as_slice() {
+            [] => "options start with ASCII '-'".to_string(),
+            _ => {
+                let with_value = |f: &String| match value {
+                    Some(v) => format!("{f}={v}"),
+                    None => f.clone(),
+                };
+                format!(
+                    "did you mean {}?",
+                    named
+                        .iter()
+                        .map(with_value)
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                )
+            }
         };
         return Some(UsageError(format!(
-            "'{text}' starts with a Unicode dash (U+{:04X} {name}), not '-'; did you mean \
-             {suggestion}? (put prompt words after -- to send them as they are)",
+            "'{text}' starts with a Unicode dash (U+{:04X} {name}), not '-'; {hint} (put prompt \
+             words after -- to send them as they are)",
             u32::from(first)
         )));
     }

@@ -308,6 +308,17 @@ fn unicode_dashes_are_usage_errors_before_double_dash_only() {
     }
     let err = run(&["\u{2013}\u{2013}no-tools", "q"]).unwrap_err();
     assert!(err.contains("did you mean --no-tools?"), "{err}");
+    // Only flags that exist are suggested.
+    let err = run(&["\u{2014}zzqqxx", "q"]).unwrap_err();
+    assert!(!err.contains("--zzqqxx"), "{err}");
+    assert!(err.contains("options start with ASCII '-'"), "{err}");
+    let err = run(&["\u{2014}modle", "x", "q"]).unwrap_err();
+    assert!(err.contains("did you mean --model"), "{err}");
+    assert!(!err.contains("--modle"), "{err}");
+    let err = run(&["\u{2014}timeout-ms=5", "q"]).unwrap_err();
+    assert!(err.contains("did you mean --timeout-ms=5?"), "{err}");
+    let err = run(&["\u{2014}v", "q"]).unwrap_err();
+    assert!(err.contains("did you mean -v?"), "{err}");
     // After `--` it is prompt text; a dash inside prose is prose.
     assert_eq!(
         run(&["--", "\u{2014}model", "x"]).unwrap().prompt,
@@ -349,21 +360,27 @@ fn stdin_attachment_and_batch_flags() {
         let err = run(&["--batch", "f", "--shard", bad]).unwrap_err();
         assert!(err.starts_with("--shard expects I/N"), "{bad}: {err}");
     }
-    assert!(
-        run(&["--batch", "f", "--resume"])
-            .unwrap_err()
-            .contains("--output")
-    );
-    assert!(run(&["--resume", "q"]).is_err());
-    assert!(
-        run(&["--output", "o", "q"])
-            .unwrap_err()
-            .contains("--batch")
+    // The message names the flag that needs the other one.
+    assert_eq!(
+        run(&["--batch", "f", "--resume"]).unwrap_err(),
+        "--resume needs --output FILE: it skips the jobs that already have a success there"
     );
     assert!(
-        run(&["--shard", "0/2", "q"])
+        run(&["--resume", "q"])
             .unwrap_err()
-            .contains("--batch")
+            .starts_with("--resume needs")
+    );
+    assert_eq!(
+        run(&["--output=o", "q"]).unwrap_err(),
+        "--output works only with --batch FILE"
+    );
+    assert_eq!(
+        run(&["--shard", "0/2", "q"]).unwrap_err(),
+        "--shard works only with --batch FILE"
+    );
+    assert_eq!(
+        run(&["--jobs", "2", "q"]).unwrap_err(),
+        "--jobs works only with --batch FILE"
     );
 }
 

@@ -64,9 +64,10 @@ impl JobId {
         fnv1a64(self.canonical().as_bytes())
     }
 
-    /// `job doc-7` for messages.
+    /// `job doc-7` for messages: one line whatever the id holds (control characters escaped,
+    /// so an id cannot forge or break stderr lines).
     pub fn label(&self) -> String {
-        format!("job {}", self.canonical())
+        format!("job {}", crate::attach::printable(&self.canonical()))
     }
 }
 

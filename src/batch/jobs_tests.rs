@@ -148,6 +148,10 @@ fn ids_are_canonical_across_their_spellings() {
     assert_eq!(id(json!(u64::MAX)).canonical(), "18446744073709551615");
     assert_eq!(id(json!("doc-1")).hash(), 0x42d4_e5ab_72fc_8a9b);
     assert_eq!(id(json!("doc-1")).label(), "job doc-1");
+    assert_eq!(
+        id(json!("a\n[ccswitch] forged\u{1b}[2J")).label(),
+        "job a\\n[ccswitch] forged\\u{1b}[2J"
+    );
 }
 
 #[test]

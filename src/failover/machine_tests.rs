@@ -1348,6 +1348,17 @@ fn a_scope_that_selects_nothing_stops_before_sending_and_names_the_closest() {
 }
 
 #[test]
+fn an_empty_glob_scope_lists_the_closest_models_first() {
+    let c = cfg_with(|c| c.models_scope = Some("c/**vison-x**".into()));
+    let mut h = H::with(c, Health::default(), vec![]);
+    h.start(model("a", "m1", false, 128_000), pool());
+    let Outcome::Setup(msg) = h.outcome() else {
+        panic!("{:?}", h.outcome())
+    };
+    assert!(msg.contains("available: c/vision, a/m1"), "{msg}");
+}
+
+#[test]
 fn without_a_model_a_scoped_run_starts_where_pi_would_have() {
     // Pi is not given `--models`: its current model is its own default (a/m1), outside the
     // scope's first place. The run starts from the first scoped model, as Pi would have.

@@ -221,7 +221,12 @@ impl Machine {
                     );
                 }
                 if report.models.is_empty() {
-                    let closest = closest_first(&patterns, &key_refs);
+                    // Glob characters say nothing about which name was meant.
+                    let text: String = patterns
+                        .chars()
+                        .filter(|c| !matches!(c, '*' | '?' | '[' | ']'))
+                        .collect();
+                    let closest = closest_first(&text, &key_refs);
                     return Err(SetupProblem::EmptyScope { patterns, closest });
                 }
                 self.pi.scope_levels = report.levels;
