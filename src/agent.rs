@@ -11,6 +11,12 @@
 //! Linux ties that signal to the *thread* that forked the child: Pi must be spawned from a thread
 //! that lives as long as the run (the runtime's thread), never from a short-lived blocking-pool
 //! thread, or Pi would die when that thread retires.
+//!
+//! That signal reaches Pi only, not the commands its tools started (they are in Pi's group).
+//! So each Pi gets a tiny reaper: a `sh` in its own group that waits for EOF on a pipe only the
+//! runner holds. The runner's death closes the pipe and the reaper SIGKILLs Pi's group, which
+//! still exists then (its members keep the group id from being reused). A runner that ends
+//! normally stops Pi's group itself and kills the reaper first.
 
 use std::ffi::OsString;
 use std::io::ErrorKind;
@@ -83,6 +89,8 @@ pub struct Agent {
     stderr_task: Option<tokio::task::JoinHandle<()>>,
     warnings: tokio::sync::mpsc::UnboundedReceiver<String>,
     pgid: Option<i32>,
+    /// Kills Pi's group if the runner dies without doing so (see the module doc).
+    reaper: Option<Child>,
 }
 
 impl Agent {
@@ -153,6 +161,7 @@ impl Agent {
                 }
             })
         });
+        let reaper = pgid.and_then(spawn_reaper);
         Ok(Agent {
             child,
             stdin,
@@ -162,6 +171,7 @@ impl Agent {
             stderr_task,
             warnings,
             pgid,
+            reaper,
         })
     }
 
@@ -237,12 +247,36 @@ impl Agent {
 
 impl Drop for Agent {
     fn drop(&mut self) {
+        // The reaper goes first: once Pi's group is gone its id may be reused.
+        if let Some(reaper) = self.reaper.as_mut() {
+            let _ = reaper.start_kill();
+        }
         // Backstop for early returns and panics: no orphaned Pi, ever.
         self.kill_group(libc::SIGKILL);
         if let (Some(g), Ok(mut groups)) = (self.pgid, LIVE_GROUPS.lock()) {
             groups.retain(|x| *x != g);
         }
     }
+}
+
+/// Starts the reaper of Pi's group `pgid` (see the module doc); `None` if `sh` cannot run,
+/// which costs only the tool commands' clean-up after a SIGKILLed runner.
+fn spawn_reaper(pgid: i32) -> Option<Child> {
+    Process::new("/bin/sh")
+        .args([
+            "-c",
+            "read -r _; kill -s KILL -- \"-$1\" 2>/dev/null",
+            "pi-ccswitch-run-reaper",
+        ])
+        .arg(pgid.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        // Not in the terminal's group: a Ctrl-C meant for the runner must not end it.
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .ok()
 }
 
 /// Asks the kernel to SIGKILL the child when the thread that spawns it (the runtime's thread,

@@ -272,6 +272,45 @@ fn a_pi_that_ignores_stdin_and_signals_dies_with_a_sigkilled_runner() {
     );
 }
 
+/// PDEATHSIG reaches Pi only; a command its tool started (here a background `sleep` in Pi's
+/// process group) is stopped by the reaper when the runner is SIGKILLed.
+#[test]
+fn a_tool_command_of_pi_dies_with_a_sigkilled_runner() {
+    let fake = Fake::new();
+    let mut child = fake
+        .cmd("tool-child", &["say", "hi"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let marker = fake.path("agent").to_string_lossy().into_owned();
+    // Pi (exec'd into `sleep`) and its tool command, also a `sleep`.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let sleeping = loop {
+        let pids: Vec<u32> = pids_with_env_marker(&marker)
+            .into_iter()
+            .filter(|p| *p != child.id() && cmdline(*p).starts_with("sleep"))
+            .collect();
+        if pids.len() >= 2 {
+            break pids;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the fake pi never started its child"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().expect("SIGKILL the runner");
+    let _ = child.wait();
+    let left = wait_no_pids_with_env_marker(&marker, Duration::from_secs(5));
+    assert!(
+        left.is_empty(),
+        "{sleeping:?} started; left after the runner died: {:?}",
+        left.iter().map(|p| cmdline(*p)).collect::<Vec<_>>()
+    );
+}
+
 // ----- 9: the small ones -------------------------------------------------------------------
 
 #[test]
