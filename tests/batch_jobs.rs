@@ -90,7 +90,8 @@ fn invalid_lines_keep_their_ids_and_say_where() {
             ),
         ),
         (
-            Value::Null,
+            // Not JSON, but the id that leads the line is kept.
+            json!("x"),
             7,
             json!(
                 "input line 7: not valid JSON: EOF while parsing an object at column 22 of that line"

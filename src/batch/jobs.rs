@@ -137,6 +137,24 @@ impl Invalid {
     }
 }
 
+/// The id of a line that is not valid JSON, when the line starts with it: `{"id": <string or
+/// integer>,` read as JSON up to that comma, so the error after it (an unescaped quote in the
+/// prompt, say) still reaches the job's result and shard. Anything less certain gives `None`.
+fn leading_id(text: &str) -> Option<JobId> {
+    let rest = text.trim_start().strip_prefix('{')?.trim_start();
+    let rest = rest
+        .strip_prefix("\"id\"")?
+        .trim_start()
+        .strip_prefix(':')?;
+    let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+    let value = values.next()?.ok()?;
+    let after = rest.get(values.byte_offset()..)?.trim_start();
+    if !after.starts_with(',') {
+        return None;
+    }
+    JobId::from_value(&value).ok()
+}
+
 /// Parses one non-blank job line (without its `\n`; a leading BOM already removed).
 pub fn parse_line(line: &[u8]) -> Result<JobSpec, Invalid> {
     let text = std::str::from_utf8(line).map_err(|e| {
@@ -155,7 +173,7 @@ pub fn parse_line(line: &[u8]) -> Result<JobSpec, Invalid> {
             .rsplit_once(" at line ")
             .map_or(full.as_str(), |(m, _)| m);
         Invalid::new(
-            None,
+            leading_id(text),
             format!(
                 "not valid JSON: {what} at column {} of that line",
                 e.column()

@@ -37,8 +37,29 @@ fn messages_are_exact() {
         ),
         (
             "{\"id\":1,",
-            None,
+            Some(json!(1)),
             "not valid JSON: EOF while parsing a value at column 8 of that line",
+        ),
+        // An id that leads the line survives a JSON error after it.
+        (
+            r#" { "id" : "d", "prompt":"say "hi""}"#,
+            Some(json!("d")),
+            "not valid JSON: expected `,` or `}` at column 31 of that line",
+        ),
+        (
+            r#"{"prompt":"say "hi"", "id":"e"}"#,
+            None,
+            "not valid JSON: expected `,` or `}` at column 17 of that line",
+        ),
+        (
+            r#"{"id":"f" "prompt":"p"}"#,
+            None,
+            "not valid JSON: expected `,` or `}` at column 11 of that line",
+        ),
+        (
+            r#"{"id":[1, "prompt":"p"}"#,
+            None,
+            "not valid JSON: expected `,` or `]` at column 19 of that line",
         ),
         ("[1]", None, "a job must be a JSON object (got a list)"),
         (r#"{"prompt":"p"}"#, None, "\"id\" is missing"),
