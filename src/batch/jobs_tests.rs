@@ -275,6 +275,25 @@ proptest! {
     }
 
     #[test]
+    fn a_torn_line_keeps_only_the_id_it_opens_with(
+        id in prop_oneof![any::<i64>().prop_map(Value::from), "[ -~\u{80}-\u{10ffff}]{0,8}".prop_map(Value::from)],
+        prompt in "[ -~\u{80}-\u{3000}]{1,12}",
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let text = json!({"id": id, "prompt": prompt}).to_string();
+        let mut at = cut.index(text.len());
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        if let Err(e) = parse_line(&text.as_bytes()[..at]) {
+            // The id is kept only once the line is past it (and its comma).
+            if let Some(kept) = &e.id {
+                prop_assert_eq!(kept.value(), &id);
+            }
+        }
+    }
+
+    #[test]
     fn json_of_any_shape_never_panics_and_keeps_usable_ids(v in prop_oneof![json_value(), job_shaped()]) {
         let text = v.to_string();
         match parse_line(text.as_bytes()) {
