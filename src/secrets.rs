@@ -14,17 +14,7 @@ pub fn register(settings: &Settings) {
         values.extend(crate::health::store::redis_url_password(url));
     }
     if let Some(dir) = &settings.agent_dir {
-        // Bounded reads: these files are small; a huge one is not Pi's and is skipped.
-        let read = |name: &str| -> Option<String> {
-            use std::io::Read as _;
-            let mut text = String::new();
-            std::fs::File::open(dir.join(name))
-                .ok()?
-                .take(4 * 1024 * 1024)
-                .read_to_string(&mut text)
-                .ok()?;
-            Some(text)
-        };
+        let read = |name: &str| crate::settings::pi_config_text(dir, name);
         if let Some(text) = read("models.json") {
             values.extend(crate::redact::secrets_in_models_json(
                 &text,

@@ -71,15 +71,22 @@ pub fn load(health_url_flag: Option<&str>) -> Result<Settings, ConfigError> {
 /// Missing, unreadable, oversized or malformed → `None` (Pi then starts from the first
 /// scoped model too).
 pub fn pi_saved_default(agent_dir: &std::path::Path) -> Option<String> {
+    saved_default_in(&pi_config_text(agent_dir, "settings.json")?)
+}
+
+/// The text of one of Pi's config files in the agent dir (`models.json`, `auth.json`,
+/// `settings.json`). Bounded: these files are small, and one over 4 MiB is not Pi's (`None`,
+/// as for a missing or unreadable one).
+pub fn pi_config_text(agent_dir: &std::path::Path, name: &str) -> Option<String> {
     use std::io::Read as _;
-    const MAX: u64 = 1 << 20;
-    let file = std::fs::File::open(agent_dir.join("settings.json")).ok()?;
+    const MAX: u64 = 4 * 1024 * 1024;
     let mut text = String::new();
-    file.take(MAX + 1).read_to_string(&mut text).ok()?;
-    if text.len() as u64 > MAX {
-        return None;
-    }
-    saved_default_in(&text)
+    std::fs::File::open(agent_dir.join(name))
+        .ok()?
+        .take(MAX + 1)
+        .read_to_string(&mut text)
+        .ok()?;
+    (text.len() as u64 <= MAX).then_some(text)
 }
 
 /// [`pi_saved_default`] of a `settings.json` text (Pi reads it with `JSON.parse` after
@@ -222,20 +229,6 @@ fn resolve_pi_bin(value: Option<OsString>) -> Result<(OsString, Option<String>),
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn pis_saved_default_is_read_as_pi_reads_it() {
-        use super::saved_default_in as d;
-        assert_eq!(
-            d("\u{feff}{\"defaultProvider\":\"p\",\"defaultModel\":\"m\"}").as_deref(),
-            Some("p/m")
-        );
-        assert_eq!(d("{\"defaultModel\":\"m\"}"), None);
-        assert_eq!(d("{\"defaultProvider\":\"p\",\"defaultModel\":7}"), None);
-        assert_eq!(d("{\"defaultProvider\":\"\",\"defaultModel\":\"m\"}"), None);
-        assert_eq!(d("not json"), None);
-        assert_eq!(d("[]"), None);
-    }
-
     use std::collections::HashMap;
 
     use super::*;
@@ -329,5 +322,19 @@ mod tests {
                 .cooldown_scale,
             0.01
         );
+    }
+
+    #[test]
+    fn pis_saved_default_is_read_as_pi_reads_it() {
+        use super::saved_default_in as d;
+        assert_eq!(
+            d("\u{feff}{\"defaultProvider\":\"p\",\"defaultModel\":\"m\"}").as_deref(),
+            Some("p/m")
+        );
+        assert_eq!(d("{\"defaultModel\":\"m\"}"), None);
+        assert_eq!(d("{\"defaultProvider\":\"p\",\"defaultModel\":7}"), None);
+        assert_eq!(d("{\"defaultProvider\":\"\",\"defaultModel\":\"m\"}"), None);
+        assert_eq!(d("not json"), None);
+        assert_eq!(d("[]"), None);
     }
 }

@@ -24,6 +24,11 @@ use pi_ccswitch_run::health::{
 };
 use support::redis::{RedisServer, Resp, redis_cmd};
 
+/// Claims the probe lease on `target` at `at`; only the verdict.
+fn try_claim(store: &mut dyn HealthStore, target: &ProbeTarget, at: u64) -> Claim {
+    store.claim_probe(target, at).expect("claim").0
+}
+
 /// A probe target written as in messages: `provider:NAME`, `endpoint:KEY`, `model:P/ID`; a bare
 /// name is a provider.
 fn probe(text: &str) -> ProbeTarget {
@@ -390,21 +395,15 @@ fn probe_lease_has_one_claimant(b: &dyn Backend) {
     open_breaker(b);
     let mut s = b.store(0.001);
     assert_eq!(
-        s.claim_probe(&probe("provider:p"), T0 + 1)
-            .expect("claim")
-            .0,
+        try_claim(&mut *s, &probe("provider:p"), T0 + 1),
         Claim::Cooling
     );
     assert_eq!(
-        s.claim_probe(&probe("provider:never-failed"), T0 + 1)
-            .expect("claim")
-            .0,
+        try_claim(&mut *s, &probe("provider:never-failed"), T0 + 1),
         Claim::NotNeeded
     );
     let claims = together(b, 8, 0.001, |_, s| {
-        s.claim_probe(&probe("provider:p"), HALF_OPEN)
-            .expect("claim")
-            .0
+        try_claim(&mut *s, &probe("provider:p"), HALF_OPEN)
     });
     assert_eq!(
         claims.iter().filter(|c| **c == Claim::Claimed).count(),
@@ -450,9 +449,7 @@ fn probe_lease_has_one_claimant(b: &dyn Backend) {
         "the claimant is told exactly what it wrote"
     );
     assert_eq!(
-        s.claim_probe(&probe("endpoint:p@x"), later + 1)
-            .expect("claim")
-            .0,
+        try_claim(&mut *s, &probe("endpoint:p@x"), later + 1),
         Claim::Held
     );
 }
@@ -461,9 +458,7 @@ fn probe_result_releases_the_lease(b: &dyn Backend) {
     open_breaker(b);
     let mut s = b.store(0.001);
     assert_eq!(
-        s.claim_probe(&probe("provider:p"), HALF_OPEN)
-            .expect("claim")
-            .0,
+        try_claim(&mut *s, &probe("provider:p"), HALF_OPEN),
         Claim::Claimed
     );
     // The probe fails: the breaker opens again (doubled), the lease is gone.
@@ -479,18 +474,13 @@ fn probe_result_releases_the_lease(b: &dyn Backend) {
         "1.8 s doubled"
     );
     assert_eq!(
-        s.claim_probe(&probe("provider:p"), HALF_OPEN + 20)
-            .expect("claim")
-            .0,
+        try_claim(&mut *s, &probe("provider:p"), HALF_OPEN + 20),
         Claim::Cooling
     );
     // After that cooldown a new probe may go at once (no stale lease in the way) and succeeds.
     let again = HALF_OPEN + 10 + 3_600;
     assert_eq!(
-        b.store(0.001)
-            .claim_probe(&probe("provider:p"), again)
-            .expect("claim")
-            .0,
+        try_claim(&mut *b.store(0.001), &probe("provider:p"), again),
         Claim::Claimed
     );
     let h = s
@@ -501,9 +491,7 @@ fn probe_result_releases_the_lease(b: &dyn Backend) {
     assert_eq!(h.providers["p"].cooldown_until, None);
     assert_eq!(load(b, again + 6).providers["p"].lease_until, None);
     assert_eq!(
-        s.claim_probe(&probe("provider:p"), again + 7)
-            .expect("claim")
-            .0,
+        try_claim(&mut *s, &probe("provider:p"), again + 7),
         Claim::NotNeeded,
         "closed breaker: no lease needed"
     );
@@ -513,9 +501,7 @@ fn a_released_lease_lets_another_claim_at_once(b: &dyn Backend) {
     open_breaker(b);
     let mut s = b.store(0.001);
     assert_eq!(
-        s.claim_probe(&probe("provider:p"), HALF_OPEN)
-            .expect("claim")
-            .0,
+        try_claim(&mut *s, &probe("provider:p"), HALF_OPEN),
         Claim::Claimed
     );
     // The probe failed in another scope (a connection error on the endpoint): the provider's
@@ -532,10 +518,7 @@ fn a_released_lease_lets_another_claim_at_once(b: &dyn Backend) {
     assert_eq!(h.providers["p"].lease_until, None);
     assert_eq!(load(b, HALF_OPEN + 11).providers["p"].lease_until, None);
     assert_eq!(
-        b.store(0.001)
-            .claim_probe(&probe("provider:p"), HALF_OPEN + 20)
-            .expect("claim")
-            .0,
+        try_claim(&mut *b.store(0.001), &probe("provider:p"), HALF_OPEN + 20),
         Claim::Claimed,
         "the next run may probe at once"
     );
@@ -545,10 +528,7 @@ fn lease_expires_by_itself(b: &dyn Backend) {
     open_breaker(b);
     let mut holder = b.store(0.001);
     assert_eq!(
-        holder
-            .claim_probe(&probe("provider:p"), HALF_OPEN)
-            .expect("claim")
-            .0,
+        try_claim(&mut *holder, &probe("provider:p"), HALF_OPEN),
         Claim::Claimed
     );
     // The holder dies without reporting. Once its lease has run out, someone else may probe.
@@ -654,7 +634,7 @@ fn management_edits_go_through_update(b: &dyn Backend) {
     s.commit(&[quota(T0 + 5, "r")], T0 + 5).expect("commit");
     let late = T0 + 5 + 31 * MIN;
     assert_eq!(
-        s.claim_probe(&probe("provider:r"), late).expect("claim").0,
+        try_claim(&mut *s, &probe("provider:r"), late),
         Claim::Claimed
     );
     let _ = s

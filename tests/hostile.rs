@@ -237,77 +237,54 @@ fn an_attachment_swapped_to_a_fifo_never_hangs_the_run() {
 
 // ----- 8: the child never outlives a killed runner ------------------------------------------
 
-#[test]
-fn a_pi_that_ignores_stdin_and_signals_dies_with_a_sigkilled_runner() {
-    let fake = Fake::new();
-    let mut cmd = fake.cmd("ignore-stdin", &["say", "hi"]);
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
-    let marker = fake.path("agent");
-    let marker = marker.to_string_lossy().into_owned();
-    // Wait until the fake Pi (the `sleep` it execs into) runs.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let pi = loop {
-        let pids: Vec<u32> = pids_with_env_marker(&marker)
-            .into_iter()
-            .filter(|p| *p != child.id() && cmdline(*p).starts_with("sleep"))
-            .collect();
-        if let Some(p) = pids.first() {
-            break *p;
-        }
-        assert!(Instant::now() < deadline, "the fake pi never started");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    child.kill().expect("SIGKILL the runner");
-    let _ = child.wait();
-    let left = wait_no_pids_with_env_marker(&marker, Duration::from_secs(5));
-    assert!(
-        left.is_empty(),
-        "pid {pi} outlived its runner: {:?}",
-        left.iter().map(|p| cmdline(*p)).collect::<Vec<_>>()
-    );
-}
-
-/// PDEATHSIG reaches Pi only; a command its tool started (here a background `sleep` in Pi's
-/// process group) is stopped by the reaper when the runner is SIGKILLed.
-#[test]
-fn a_tool_command_of_pi_dies_with_a_sigkilled_runner() {
+/// Starts a runner on the fake Pi playing `scenario`, waits until `sleeping` processes of it
+/// run `sleep` (Pi exec'd into one, and its tool commands), SIGKILLs the runner and returns
+/// what was started and the command lines of whatever is still alive 5 s later.
+fn sigkill_the_runner(scenario: &str, sleeping: usize) -> (Vec<u32>, Vec<String>) {
     let fake = Fake::new();
     let mut child = fake
-        .cmd("tool-child", &["say", "hi"])
+        .cmd(scenario, &["say", "hi"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn");
     let marker = fake.path("agent").to_string_lossy().into_owned();
-    // Pi (exec'd into `sleep`) and its tool command, also a `sleep`.
     let deadline = Instant::now() + Duration::from_secs(10);
-    let sleeping = loop {
+    let started = loop {
         let pids: Vec<u32> = pids_with_env_marker(&marker)
             .into_iter()
             .filter(|p| *p != child.id() && cmdline(*p).starts_with("sleep"))
             .collect();
-        if pids.len() >= 2 {
+        if pids.len() >= sleeping {
             break pids;
         }
         assert!(
             Instant::now() < deadline,
-            "the fake pi never started its child"
+            "the fake pi never started: {pids:?}"
         );
         std::thread::sleep(Duration::from_millis(20));
     };
     child.kill().expect("SIGKILL the runner");
     let _ = child.wait();
     let left = wait_no_pids_with_env_marker(&marker, Duration::from_secs(5));
+    (started, left.iter().map(|p| cmdline(*p)).collect())
+}
+
+#[test]
+fn a_pi_that_ignores_stdin_and_signals_dies_with_a_sigkilled_runner() {
+    let (pi, left) = sigkill_the_runner("ignore-stdin", 1);
+    assert!(left.is_empty(), "pid {pi:?} outlived its runner: {left:?}");
+}
+
+/// PDEATHSIG reaches Pi only; a command its tool started (here a background `sleep` in Pi's
+/// process group) is stopped by the reaper when the runner is SIGKILLed.
+#[test]
+fn a_tool_command_of_pi_dies_with_a_sigkilled_runner() {
+    let (sleeping, left) = sigkill_the_runner("tool-child", 2);
     assert!(
         left.is_empty(),
-        "{sleeping:?} started; left after the runner died: {:?}",
-        left.iter().map(|p| cmdline(*p)).collect::<Vec<_>>()
+        "{sleeping:?} started; left after the runner died: {left:?}"
     );
 }
 

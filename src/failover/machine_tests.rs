@@ -756,8 +756,9 @@ fn empty_answer_with_nowhere_to_go_is_an_empty_answer() {
     assert_eq!(h.outcome(), Outcome::EmptyAnswer);
 }
 
-#[test]
-fn half_open_candidate_needs_the_probe_lease() {
+/// a/m1 fails for quota; b's provider breaker is half-open, so the switch to b waits for the
+/// probe lease: the machine has just asked for it.
+fn claiming_half_open_b() -> (H, crate::health::ProbeTarget) {
     let mut health = Health::default();
     health.providers.insert(
         "b".into(),
@@ -772,10 +773,16 @@ fn half_open_candidate_needs_the_probe_lease() {
     let sent = h.start(model("a", "m1", false, 128_000), pool());
     h.ok_prompt(&sent);
     h.fail_settled(Q402);
-    let actions = h.drain();
-    assert!(actions.contains(&Action::ClaimProbe {
-        target: crate::health::ProbeTarget::new(Scope::Provider, "b")
+    let target = crate::health::ProbeTarget::new(Scope::Provider, "b");
+    assert!(h.drain().contains(&Action::ClaimProbe {
+        target: target.clone()
     }));
+    (h, target)
+}
+
+#[test]
+fn half_open_candidate_needs_the_probe_lease() {
+    let (mut h, _) = claiming_half_open_b();
     h.m.handle_probe_result(h.now(), false);
     let sent = h.sent();
     h.complete_redispatch(sent);
@@ -795,24 +802,7 @@ fn half_open_candidate_needs_the_probe_lease() {
 
 #[test]
 fn a_probe_that_fails_in_another_scope_gives_its_lease_back() {
-    let mut health = Health::default();
-    health.providers.insert(
-        "b".into(),
-        Record {
-            consecutive_failures: 1,
-            total_failures: 1,
-            cooldown_until: Some(1),
-            ..Record::default()
-        },
-    );
-    let mut h = H::new(health, vec![]);
-    let sent = h.start(model("a", "m1", false, 128_000), pool());
-    h.ok_prompt(&sent);
-    h.fail_settled(Q402);
-    let target = crate::health::ProbeTarget::new(Scope::Provider, "b");
-    assert!(h.drain().contains(&Action::ClaimProbe {
-        target: target.clone()
-    }));
+    let (mut h, target) = claiming_half_open_b();
     h.m.handle_probe_result(h.now(), true);
     let sent = h.sent();
     h.complete_redispatch(sent);
@@ -831,24 +821,7 @@ fn a_probe_that_fails_in_another_scope_gives_its_lease_back() {
 fn a_failed_probe_reopens_the_breaker_before_it_gives_the_lease_back() {
     // Each delta is its own commit: a release committed first would let another run claim
     // the probe while the breaker still looked half-open (two probes were sent in practice).
-    let mut health = Health::default();
-    health.providers.insert(
-        "b".into(),
-        Record {
-            consecutive_failures: 1,
-            total_failures: 1,
-            cooldown_until: Some(1),
-            ..Record::default()
-        },
-    );
-    let mut h = H::new(health, vec![]);
-    let sent = h.start(model("a", "m1", false, 128_000), pool());
-    h.ok_prompt(&sent);
-    h.fail_settled(Q402);
-    let target = crate::health::ProbeTarget::new(Scope::Provider, "b");
-    assert!(h.drain().contains(&Action::ClaimProbe {
-        target: target.clone()
-    }));
+    let (mut h, target) = claiming_half_open_b();
     h.m.handle_probe_result(h.now(), true);
     let sent = h.sent();
     h.complete_redispatch(sent);
@@ -1358,85 +1331,81 @@ fn an_empty_glob_scope_lists_the_closest_models_first() {
     assert!(msg.contains("available: c/vision, a/m1"), "{msg}");
 }
 
-#[test]
-fn without_a_model_a_scoped_run_starts_where_pi_would_have() {
-    // Pi is not given `--models`: its current model is its own default (a/m1), outside the
-    // scope's first place. The run starts from the first scoped model, as Pi would have.
-    let c = cfg_with(|c| c.models_scope = Some("b/*,a/*".into()));
-    let mut h = H::with(c, Health::default(), vec![]);
-    let sent = h.start(model("a", "m1", false, 128_000), pool());
-    h.complete_redispatch(sent);
-    h.answer("ok");
-    assert_eq!(h.commands()[2..], ["set_model b/m1", "prompt"]);
-    assert_eq!(h.m.start_model(), Some("b/m1"));
-    // The saved default wins when it is in scope, and Pi is already on it.
-    let c = cfg_with(|c| {
-        c.models_scope = Some("b/*,a/*".into());
-        c.saved_default = Some("a/m2".into());
-    });
-    let mut h = H::with(c, Health::default(), vec![]);
-    let sent = h.start(model("a", "m2", false, 128_000), pool());
-    h.ok_prompt(&sent);
-    h.answer("ok");
-    assert_eq!(h.commands()[2..], ["prompt"]);
-    // Out of scope, it does not.
-    let c = cfg_with(|c| {
-        c.models_scope = Some("b/*".into());
-        c.saved_default = Some("a/m2".into());
-    });
-    let mut h = H::with(c, Health::default(), vec![]);
-    let sent = h.start(model("a", "m2", false, 128_000), pool());
-    h.complete_redispatch(sent);
-    assert_eq!(h.commands()[2..], ["set_model b/m1", "prompt"]);
-    // `--model` decides the start; the scope only limits the fallbacks.
-    let c = cfg_with(|c| {
-        c.models_scope = Some("b/*,a/*".into());
-        c.model = Some("m2".into());
-    });
-    let mut h = H::with(c, Health::default(), vec![]);
-    let sent = h.start(model("a", "m2", false, 128_000), pool());
-    h.ok_prompt(&sent);
-    assert_eq!(h.commands()[2..], ["prompt"]);
-}
-
-#[test]
-fn a_scoped_start_takes_the_thinking_level_its_pattern_named() {
-    let c = cfg_with(|c| c.models_scope = Some("b/*:high,a/*".into()));
-    let mut h = H::with(c, Health::default(), vec![]);
-    let sent = h.start(model("a", "m1", false, 128_000), pool());
-    h.complete_redispatch(sent);
-    h.answer("ok");
-    assert_eq!(
-        h.commands()[2..],
-        ["set_model b/m1", "set_thinking_level", "prompt"]
-    );
-    // An explicit level wins over the pattern's.
-    let c = cfg_with(|c| c.models_scope = Some("b/*:high".into()));
-    let opts = Options {
-        thinking: Some("low".into()),
-        ..Options::default()
-    };
+/// A run with `edit`ed config and `opts` whose Pi is on `a/<pi_on>`, up to its first prompt;
+/// with the commands it sent after reading Pi's state and models.
+fn first_dispatch(edit: impl FnOnce(&mut Config), opts: Options, pi_on: &str) -> (H, Vec<String>) {
     let mut h = H::from_machine(Machine::with_options(
-        c,
+        cfg_with(edit),
         Health::default(),
         "Summarise.".into(),
         vec![],
         opts,
     ));
-    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    let sent = h.start(model("a", pi_on, false, 128_000), pool());
     h.complete_redispatch(sent);
-    let levels: Vec<&str> = h
-        .log
-        .iter()
-        .filter_map(|a| match a {
-            Action::Send {
-                command: Command::SetThinkingLevel { level },
-                ..
-            } => Some(level.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(levels, ["low"]);
+    let commands = h.commands()[2..].to_vec();
+    (h, commands)
+}
+
+#[test]
+fn without_a_model_a_scoped_run_starts_where_pi_would_have() {
+    // Pi is not given `--models`: its current model is its own default (a/m1), outside the
+    // scope's first place. The run starts from the first scoped model, as Pi would have.
+    let scope = |c: &mut Config| c.models_scope = Some("b/*,a/*".into());
+    let (h, commands) = first_dispatch(scope, Options::default(), "m1");
+    assert_eq!(commands, ["set_model b/m1", "prompt"]);
+    assert_eq!(h.m.start_model(), Some("b/m1"));
+    // The saved default wins when it is in scope, and Pi is already on it.
+    let saved = |c: &mut Config| {
+        scope(c);
+        c.saved_default = Some("a/m2".into());
+    };
+    let (_, commands) = first_dispatch(saved, Options::default(), "m2");
+    assert_eq!(commands, ["prompt"]);
+    // Out of scope, it does not.
+    let out_of_scope = |c: &mut Config| {
+        c.models_scope = Some("b/*".into());
+        c.saved_default = Some("a/m2".into());
+    };
+    let (_, commands) = first_dispatch(out_of_scope, Options::default(), "m2");
+    assert_eq!(commands, ["set_model b/m1", "prompt"]);
+    // `--model` decides the start; the scope only limits the fallbacks.
+    let model_given = |c: &mut Config| {
+        scope(c);
+        c.model = Some("m2".into());
+    };
+    let (_, commands) = first_dispatch(model_given, Options::default(), "m2");
+    assert_eq!(commands, ["prompt"]);
+}
+
+#[test]
+fn a_scoped_start_takes_the_thinking_level_its_pattern_named() {
+    let levels = |h: &H| -> Vec<String> {
+        h.log
+            .iter()
+            .filter_map(|a| match a {
+                Action::Send {
+                    command: Command::SetThinkingLevel { level },
+                    ..
+                } => Some(level.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let (h, commands) = first_dispatch(
+        |c| c.models_scope = Some("b/*:high,a/*".into()),
+        Options::default(),
+        "m1",
+    );
+    assert_eq!(commands, ["set_model b/m1", "set_thinking_level", "prompt"]);
+    assert_eq!(levels(&h), ["high"]);
+    // An explicit level wins over the pattern's.
+    let opts = Options {
+        thinking: Some("low".into()),
+        ..Options::default()
+    };
+    let (h, _) = first_dispatch(|c| c.models_scope = Some("b/*:high".into()), opts, "m1");
+    assert_eq!(levels(&h), ["low"]);
 }
 
 #[test]

@@ -22,6 +22,7 @@ writable; --doctor checks them)";
 #[derive(Debug, Clone, PartialEq)]
 enum SetupProblem {
     NoUsableModel,
+    NoCurrentModel,
     /// `--models` selected nothing; `closest`: the available models nearest the patterns.
     EmptyScope {
         patterns: String,
@@ -31,10 +32,11 @@ enum SetupProblem {
         given: String,
         closest: Vec<String>,
     },
-    /// `--model` names no available model: Pi made `custom` of it.
+    /// `--model` names no available model: Pi would send `sent_id` to `provider` anyway.
     UnknownModel {
         wanted: String,
-        custom: Box<ModelInfo>,
+        sent_id: String,
+        provider: String,
         closest: Vec<String>,
     },
 }
@@ -43,6 +45,9 @@ impl std::fmt::Display for SetupProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SetupProblem::NoUsableModel => f.write_str(NO_USABLE_MODEL),
+            SetupProblem::NoCurrentModel => {
+                f.write_str("Pi reported no current model (check models.json and credentials)")
+            }
             SetupProblem::EmptyScope { patterns, closest } => write!(
                 f,
                 "--models '{patterns}' selects none of Pi's available models, so nothing would \
@@ -57,14 +62,13 @@ impl std::fmt::Display for SetupProblem {
             ),
             SetupProblem::UnknownModel {
                 wanted,
-                custom,
+                sent_id,
+                provider,
                 closest,
             } => write!(
                 f,
-                "unknown model '{wanted}': Pi would send '{}' to {} as a custom model id; \
-                 closest available: {}",
-                custom.id,
-                custom.provider,
+                "unknown model '{wanted}': Pi would send '{sent_id}' to {provider} as a custom \
+                 model id; closest available: {}",
                 listing(closest)
             ),
         }
@@ -98,43 +102,38 @@ impl Machine {
                 self.dispatch.current.clone()
             });
         let Some(current) = current else {
-            return self.finish(Outcome::Setup(
-                "Pi reported no current model (check models.json and credentials)".to_string(),
-            ));
+            return self.finish(Outcome::Setup(SetupProblem::NoCurrentModel.to_string()));
         };
         let current = self.scoped_start(current);
         // `--provider P` alone (Pi is not told: 1.6.0 refuses it without `--model`): start from
         // P's model, the one Pi would default to if it is P's, else P's first in the pool.
         let current = match (&self.cfg.provider, &self.cfg.model) {
-            (Some(p), None) if current.provider != *p && self.opts.start_model.is_none() => {
-                match self
-                    .pi
-                    .pool
-                    .iter()
-                    .chain(self.pi.registry.iter())
-                    .find(|m| m.provider == *p)
-                {
-                    Some(m) => {
-                        self.dispatch.pending_set = true;
-                        m.clone()
-                    }
-                    None => current,
-                }
-            }
+            (Some(p), None) if current.provider != *p && self.opts.start_model.is_none() => self
+                .pi
+                .pool
+                .iter()
+                .chain(self.pi.registry.iter())
+                .find(|m| m.provider == *p)
+                .cloned()
+                .unwrap_or(current),
             _ => current,
         };
         let current = match &self.opts.start_model {
-            Some(key) if *key != current.key() => {
-                match self.pi.pool.iter().find(|m| &m.key() == key) {
-                    Some(m) => {
-                        self.dispatch.pending_set = true;
-                        m.clone()
-                    }
-                    None => current,
-                }
-            }
-            _ => current,
+            Some(key) => self
+                .pi
+                .pool
+                .iter()
+                .find(|m| &m.key() == key)
+                .cloned()
+                .unwrap_or(current),
+            None => current,
         };
+        // Pi is on the model it reported; any other start must be set first.
+        self.dispatch.pending_set = self
+            .pi
+            .pi_model
+            .as_ref()
+            .is_some_and(|pi| pi.key() != current.key());
         // Pi starts a scoped model at the level its pattern named, unless one was asked for.
         if self.opts.thinking.is_none()
             && self.cfg.model.is_none()
@@ -172,7 +171,7 @@ impl Machine {
 
     /// Where Pi would have started had it been given `--models` (it is not: see `cli`): with
     /// no `--model`, the saved default if it is in scope, else the first scoped model.
-    fn scoped_start(&mut self, current: ModelInfo) -> ModelInfo {
+    fn scoped_start(&self, current: ModelInfo) -> ModelInfo {
         // A later batch job starts from the first job's start, which was found this way.
         if self.cfg.models_scope.is_none()
             || self.cfg.model.is_some()
@@ -181,20 +180,13 @@ impl Machine {
             return current;
         }
         let pool = &self.pi.pool;
-        let chosen = self
-            .cfg
+        self.cfg
             .saved_default
             .as_ref()
             .and_then(|k| pool.iter().find(|m| m.key() == *k))
             .or_else(|| pool.first())
-            .cloned();
-        match chosen {
-            Some(m) if m.key() != current.key() => {
-                self.dispatch.pending_set = true;
-                m
-            }
-            _ => current,
-        }
+            .cloned()
+            .unwrap_or(current)
     }
 
     /// The user's scope, provider and model against Pi's registry. Patterns that match nothing
@@ -255,7 +247,8 @@ impl Machine {
         {
             return Err(SetupProblem::UnknownModel {
                 wanted: wanted.clone(),
-                custom: Box::new(pi_model.clone()),
+                sent_id: pi_model.id.clone(),
+                provider: pi_model.provider.clone(),
                 closest: closest_first_models(wanted, &key_refs),
             });
         }
@@ -380,21 +373,19 @@ fn millis(d: std::time::Duration) -> u64 {
 
 /// The names closest to `query` first, then the rest in their order (capped).
 fn closest_first(query: &str, names: &[&str]) -> Vec<String> {
-    let mut out = closest(query, names, SUGGESTIONS);
-    for n in names {
-        if !out.contains(n) {
-            out.push(n);
-        }
-    }
-    out.into_iter().map(str::to_string).collect()
+    then_the_rest(closest(query, names, SUGGESTIONS), names)
 }
 
 /// The models closest to `query` first, then the rest in their order.
 fn closest_first_models(query: &str, keys: &[&str]) -> Vec<String> {
-    let mut out = closest_models(query, keys, SUGGESTIONS);
-    for k in keys {
-        if !out.contains(k) {
-            out.push(k);
+    then_the_rest(closest_models(query, keys, SUGGESTIONS), keys)
+}
+
+/// `out`, then the names of `all` it does not have yet, in their order.
+fn then_the_rest<'a>(mut out: Vec<&'a str>, all: &[&'a str]) -> Vec<String> {
+    for n in all {
+        if !out.contains(n) {
+            out.push(n);
         }
     }
     out.into_iter().map(str::to_string).collect()
