@@ -1,4 +1,4 @@
-//! Unit tests of the command line grammar (`cli.rs`).
+//! Unit tests of the command line grammar (`cli/`).
 
 use super::*;
 
