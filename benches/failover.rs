@@ -10,9 +10,9 @@
 
 #![allow(clippy::disallowed_methods)]
 
-#[path = "../tests/support/fake_llm.rs"]
+#[path = "../tests/testsuite/support/fake_llm.rs"]
 mod fake_llm;
-#[path = "../tests/support/pi_env.rs"]
+#[path = "../tests/testsuite/support/pi_env.rs"]
 mod pi_env;
 
 use std::io::{BufRead, BufReader, Write};

@@ -8,13 +8,13 @@
 
 #![allow(clippy::disallowed_methods)]
 
-#[path = "../tests/support/blackhole.rs"]
+#[path = "../tests/testsuite/support/blackhole.rs"]
 mod blackhole;
-#[path = "../tests/support/fake_llm.rs"]
+#[path = "../tests/testsuite/support/fake_llm.rs"]
 mod fake_llm;
-#[path = "../tests/support/pi_env.rs"]
+#[path = "../tests/testsuite/support/pi_env.rs"]
 mod pi_env;
-#[path = "../tests/support/redis.rs"]
+#[path = "../tests/testsuite/support/redis.rs"]
 mod redis;
 
 use std::process::Command;

@@ -6,9 +6,9 @@
 //! runs the runner against them. The answer on stdout came through real Pi from `backup`; the
 //! switch line and a summary of what each provider received are on stderr.
 
-#[path = "../tests/support/fake_llm.rs"]
+#[path = "../tests/testsuite/support/fake_llm.rs"]
 mod fake_llm;
-#[path = "../tests/support/pi_env.rs"]
+#[path = "../tests/testsuite/support/pi_env.rs"]
 mod pi_env;
 
 use fake_llm::{Behaviour, FakeLlm, ModelSpec, ProviderSpec, write_models_json};

@@ -1,6 +1,6 @@
 //! A Redis server as the [`HealthStore`], so runs on many machines share one set of breakers
 //! (`--health-url` / `CCSWITCH_HEALTH_URL`). Same semantics as the state file, proven by the
-//! shared behaviour suite (`tests/health_backends.rs`). The only module that talks to Redis.
+//! shared behaviour suite (`tests/testsuite/health/backends.rs`). The only module that talks to Redis.
 //!
 //! Theory of operation:
 //! - Layout (see `layout`): one key per breaker record, an index set per scope, one key per

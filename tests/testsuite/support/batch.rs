@@ -1,0 +1,97 @@
+//! Helpers the batch tests share:
+//! the two-provider setup, job files, and reading result lines back.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::support::*;
+
+/// `prim` (route a) and `back` (route b), one text model `m` each.
+pub fn providers() -> Vec<ProviderSpec> {
+    vec![
+        ProviderSpec::new("prim", "a", vec![ModelSpec::text("m")]),
+        ProviderSpec::new("back", "b", vec![ModelSpec::text("m")]),
+    ]
+}
+
+/// Start from prim/m, no tools.
+pub const FROM_PRIM: [&str; 5] = ["--no-tools", "--provider", "prim", "--model", "m"];
+
+/// `n` jobs `doc-0…` with unique prompts `Summarise document i.`.
+pub fn jobs(n: usize) -> String {
+    (0..n).map(job).collect()
+}
+
+pub fn job(i: usize) -> String {
+    format!("{{\"id\":\"doc-{i}\",\"prompt\":\"Summarise document {i}.\"}}\n")
+}
+
+/// The job id a request was for (from its unique prompt), if any.
+pub fn job_of(r: &Request) -> Option<String> {
+    // The prompt ends the user message (attachments come before it).
+    let text = r.last_user_text()?;
+    let (_, tail) = text.rsplit_once("Summarise document ")?;
+    let n = tail.strip_suffix('.')?;
+    n.bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| format!("doc-{n}"))
+}
+
+/// Writes `text` to `name` in the env's temp dir; returns the path as a string.
+pub fn write_file(env: &TestEnv, name: &str, text: &str) -> String {
+    let path = env.dir.path().join(name);
+    std::fs::write(&path, text).expect("write file");
+    path.to_str().expect("utf-8 path").to_string()
+}
+
+/// Every line of a results file, parsed (panics naming a line that is not JSON). A final line
+/// without its newline is a torn line and fails too.
+pub fn read_results(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        text.is_empty() || text.ends_with('\n'),
+        "{} ends without a newline: {:?}",
+        path.display(),
+        &text[text.len().saturating_sub(200)..]
+    );
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l).unwrap_or_else(|e| {
+                panic!("{} line {}: not JSON ({e}): {l}", path.display(), i + 1)
+            })
+        })
+        .collect()
+}
+
+/// Ids with a success line, with how many success lines each has.
+pub fn successes(results: &[Value]) -> std::collections::BTreeMap<String, usize> {
+    let mut out = std::collections::BTreeMap::new();
+    for r in results.iter().filter(|r| r["ok"] == true) {
+        let id = match &r["id"] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        *out.entry(id).or_insert(0) += 1;
+    }
+    out
+}
+
+/// A directory holding `pi-ccswitch-run` (a symlink to the binary under test), `pi` and `node`,
+/// as an installer would put them in `/usr/local/bin`.
+pub fn bin_dir(env: &TestEnv) -> PathBuf {
+    let dir = env.dir.path().join("bin");
+    std::fs::create_dir_all(&dir).expect("bin dir");
+    for (name, target) in [
+        ("pi-ccswitch-run", PathBuf::from(BIN)),
+        ("pi", env.pi.pi_bin.clone()),
+        ("node", env.pi.node_bin_dir.join("node")),
+    ] {
+        let link = dir.join(name);
+        if !link.exists() {
+            std::os::unix::fs::symlink(&target, &link).expect("symlink");
+        }
+    }
+    dir
+}

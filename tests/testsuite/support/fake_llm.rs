@@ -1,0 +1,901 @@
+//! A fault-injecting, OpenAI-compatible streaming chat-completions server for the integration
+//! tests, plus writers for Pi's `models.json` / `settings.json`.
+//!
+//! * Binds `127.0.0.1:0` only; std threads, one per connection; HTTP/1.1 keep-alive.
+//! * `POST /<route>/…/chat/completions` answers per the scripted [`Behaviour`]; successful answers
+//!   are SSE (`data: {chat.completion.chunk}` lines, a usage chunk, `data: [DONE]`) with chunked
+//!   transfer encoding. `GET /<route>/…/models` lists the model ids scripted for that route.
+//! * The first path segment is the provider *route*: [`FakeLlm::base_url`]`("a")` =
+//!   `http://127.0.0.1:PORT/a/v1`, so one server plays several providers.
+//! * Behaviour per request: the script for `(route, model)`, else the script for `(route, "*")`,
+//!   else the default (initially [`Behaviour::Ok`]). A script is a list consumed one entry per
+//!   request; its last entry repeats. Re-scripting a key restarts it.
+//! * Every 4xx/5xx answer carries `Connection: close` and the connection is closed (Pi's next
+//!   request on a reused connection after an error was observed to go out late).
+//! * Every chat request is recorded ([`Request`]); see [`FakeLlm::requests`].
+//! * Dropping the [`FakeLlm`] stops the server; hanging/stalled handlers end within ~0.1 s.
+//! * Keys, usage, costs: providers carry their own `apiKey` (literal or `$ENV`,
+//!   [`ProviderSpec::api_key`]); the `EchoKey401*` behaviours quote the key a request carried;
+//!   every usage chunk sent is recorded ([`Request::usage_sent`]); models can have prices
+//!   ([`ModelSpec::cost`]) so Pi reports a cost.
+//! * Layout: this file scripts and records; `fake_llm/wire.rs` reads HTTP and writes answers;
+//!   `fake_llm/models_json.rs` writes Pi's config files.
+
+// Also compiled into the benches and the demo (by `#[path]`), which use only part of it.
+#![allow(dead_code, clippy::disallowed_methods)]
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+/// Answer text of [`Behaviour::Ok`] / [`Behaviour::Slow`] and friends.
+pub const DEFAULT_TEXT: &str = "Hello from the fake LLM.";
+
+/// What the fake server does with one chat-completions request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Behaviour {
+    /// Stream [`DEFAULT_TEXT`] in a few chunks, `finish_reason:"stop"`, usage chunk, `[DONE]`.
+    Ok,
+    /// Like `Ok` with 0.5 s between content chunks (~2.5 s in all).
+    Slow,
+    /// Like `Ok` with this answer text.
+    Text(String),
+    /// 401 `invalid_api_key`.
+    Status401,
+    /// 402 OpenAI `insufficient_quota`.
+    Status402,
+    /// 402 with a Chinese balance message (`insufficient_balance`).
+    Status402Chinese,
+    /// 403 permission denied.
+    Status403,
+    /// 404 `model_not_found` (the message names the requested model).
+    Status404,
+    /// 429 rate limit with a `Retry-After` header.
+    Status429 { retry_after: String },
+    /// 429 whose body is a Chinese "balance exhausted, please top up" message (Zhipu-style code
+    /// "1113"), with no English quota keywords.
+    QuotaChinese429,
+    /// 500 server_error.
+    Status500,
+    /// 503 overloaded.
+    Status503,
+    /// Read the request, never answer; the connection closes after the hang limit
+    /// ([`FakeLlm::set_hang_limit`], default 60 s) or when the server is dropped.
+    Hang,
+    /// 200 + SSE headers + the role chunk and one content chunk, then stall (bounded like `Hang`),
+    /// then close without finishing the chunked body.
+    StallMidBody,
+    /// 200 + two content chunks ("Hello ", "from "), then close (FIN) mid chunked body.
+    Drop,
+    /// Like `Drop` but the close is a TCP RST (SO_LINGER 0).
+    Reset,
+    /// Full content, usage chunk and `[DONE]`, but no chunk ever carries a `finish_reason`.
+    NoFinish,
+    /// Stream one tool call (`finish_reason:"tool_calls"`) to `name` with JSON `args`.
+    ToolCall { name: String, args: Value },
+    /// 400 OpenAI-style moderation rejection (`code:"content_filter"`).
+    ContentPolicy,
+    /// 400 with a Chinese moderation message only (`code:"data_inspection_failed"`).
+    ContentPolicyChinese,
+    /// 400 `context_length_exceeded` (8192-token model, 9000-token request).
+    ContextLength,
+    /// Any status with this raw body (sent as `application/json`).
+    Status(u16, String),
+    /// 401 OpenAI-style `invalid_api_key` whose message quotes the key the request carried (the
+    /// token after `Bearer ` in `Authorization`, the whole header without that prefix, "" without
+    /// the header) — the way real providers leak a key into an error text.
+    EchoKey401,
+    /// Like `EchoKey401` with a Chinese message (Zhipu-style code "1000"): `身份验证失败：API Key 无效：<KEY>`.
+    EchoKey401Chinese,
+    /// Like `Text` but the usage chunk reports these token counts (total = their sum).
+    TextWithUsage {
+        text: String,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+    },
+    /// Wait this many milliseconds (ends early when the server stops), then behave like the inner
+    /// behaviour. Nothing is sent before the wait ends, not even the status line.
+    Delayed(u64, Box<Behaviour>),
+}
+
+impl Behaviour {
+    /// `Text(s)`.
+    pub fn text(s: impl Into<String>) -> Self {
+        Behaviour::Text(s.into())
+    }
+    /// `Status429 { retry_after: "1" }`.
+    pub fn rate_limited() -> Self {
+        Behaviour::Status429 {
+            retry_after: "1".into(),
+        }
+    }
+    /// `ToolCall { name, args }`.
+    pub fn tool(name: impl Into<String>, args: Value) -> Self {
+        Behaviour::ToolCall {
+            name: name.into(),
+            args,
+        }
+    }
+    /// A call of Pi's `bash` tool: `ToolCall { name: "bash", args: {"command": command} }`.
+    pub fn bash(command: impl Into<String>) -> Self {
+        Behaviour::tool("bash", json!({ "command": command.into() }))
+    }
+    /// `TextWithUsage { text, prompt_tokens, completion_tokens }`.
+    pub fn text_with_usage(
+        text: impl Into<String>,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+    ) -> Self {
+        Behaviour::TextWithUsage {
+            text: text.into(),
+            prompt_tokens,
+            completion_tokens,
+        }
+    }
+    /// `Delayed(ms, Box::new(self))`: the same answer, started `ms` milliseconds late.
+    pub fn delayed(self, ms: u64) -> Self {
+        Behaviour::Delayed(ms, Box::new(self))
+    }
+    /// The `(prompt_tokens, completion_tokens)` of the usage chunk this behaviour ends with, or
+    /// `None` when it sends none (errors, hangs, streams cut before the end).
+    pub fn usage(&self) -> Option<(u64, u64)> {
+        match self {
+            Behaviour::Ok | Behaviour::Slow | Behaviour::Text(_) | Behaviour::NoFinish => {
+                Some(TEXT_USAGE)
+            }
+            Behaviour::TextWithUsage {
+                prompt_tokens,
+                completion_tokens,
+                ..
+            } => Some((*prompt_tokens, *completion_tokens)),
+            Behaviour::ToolCall { .. } => Some(TOOL_USAGE),
+            Behaviour::Delayed(_, inner) => inner.usage(),
+            _ => None,
+        }
+    }
+}
+
+/// Usage chunk of the text answers (`Ok`, `Text`, `Slow`, `NoFinish`): (prompt, completion).
+pub const TEXT_USAGE: (u64, u64) = (11, 7);
+/// Usage chunk of a `ToolCall` answer: (prompt, completion).
+pub const TOOL_USAGE: (u64, u64) = (20, 5);
+
+/// An image part of a recorded request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Image {
+    /// Mime type from the data URL (`data:<mime>;base64,…`), "" if not a data URL.
+    pub mime: String,
+    /// The base64 payload (no `data:` prefix).
+    pub base64: String,
+    /// Decoded length of the payload in bytes (0 if it does not decode).
+    pub bytes: usize,
+}
+
+/// One message of a recorded request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Msg {
+    /// `system`, `developer`, `user`, `assistant`, `tool`.
+    pub role: String,
+    /// String content as is; array content: text parts and `<image>` for each image part, joined
+    /// with "\n"; assistant tool calls appended as `<tool_calls:name1,name2>`.
+    pub text: String,
+}
+
+/// One recorded chat-completions request.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// First path segment (`"a"` for `/a/v1/chat/completions`).
+    pub route: String,
+    /// Full request path.
+    pub path: String,
+    /// `model` from the body.
+    pub model: String,
+    pub messages: Vec<Msg>,
+    /// Image parts of all messages, in order.
+    pub images: Vec<Image>,
+    /// Number of entries in `tools`.
+    pub tools: usize,
+    pub reasoning_effort: Option<String>,
+    /// The `Authorization` header, if any.
+    pub authorization: Option<String>,
+    /// The behaviour the server answered with.
+    pub behaviour: Behaviour,
+    /// `(prompt_tokens, completion_tokens)` of the usage chunk sent for this request; set just
+    /// before the chunk is written (so a client can never see it before the record has it),
+    /// `None` when no usage chunk went out (error answers, cut streams, a failed write).
+    pub usage_sent: Option<(u64, u64)>,
+    /// Sequence number of the request on this server (1-based, never reused; survives
+    /// [`FakeLlm::clear_requests`]).
+    pub seq: u64,
+    /// Connection number (1-based, per server) and request number on that connection (1-based).
+    pub conn: u64,
+    pub req_on_conn: u64,
+    /// When the request was fully read.
+    pub at: Instant,
+    /// The raw JSON body (`Value::Null` if it did not parse).
+    pub body: Value,
+}
+
+impl Request {
+    /// Text of the last `user` message.
+    pub fn last_user_text(&self) -> Option<&str> {
+        self.messages
+            .iter()
+            .rev()
+            .find(|m| m.role == "user")
+            .map(|m| m.text.as_str())
+    }
+    /// Roles in order (e.g. `["system", "user"]`).
+    pub fn roles(&self) -> Vec<&str> {
+        self.messages.iter().map(|m| m.role.as_str()).collect()
+    }
+    /// Text of the first `system` or `developer` message (Pi's system prompt; reasoning models
+    /// get it as `developer`).
+    pub fn system_text(&self) -> Option<&str> {
+        self.messages
+            .iter()
+            .find(|m| m.role == "system" || m.role == "developer")
+            .map(|m| m.text.as_str())
+    }
+    /// Names of the tools offered in the body's `tools` array, in order (`function.name`, or a
+    /// top-level `name` for other tool formats).
+    pub fn tool_names(&self) -> Vec<&str> {
+        self.body
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|t| {
+                t.pointer("/function/name")
+                    .or_else(|| t.get("name"))
+                    .and_then(Value::as_str)
+            })
+            .collect()
+    }
+    /// The API key the request carried: the token after `Bearer ` in `Authorization`.
+    pub fn bearer(&self) -> Option<&str> {
+        self.authorization
+            .as_deref()
+            .and_then(|a| a.strip_prefix("Bearer "))
+    }
+}
+
+struct Script {
+    list: Vec<Behaviour>,
+    next: usize,
+}
+
+struct State {
+    scripts: HashMap<(String, String), Script>,
+    default: Behaviour,
+    requests: Vec<Request>,
+    hang_limit: Duration,
+    next_seq: u64,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    state_cv: Condvar,
+    stop: Mutex<bool>,
+    stop_cv: Condvar,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    fn stopped(&self) -> bool {
+        *self.stop.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    /// Record on request `seq` the usage about to be sent (or `None` after a failed write).
+    fn set_usage_sent(&self, seq: u64, usage: Option<(u64, u64)>) {
+        let mut st = self.state();
+        if let Some(r) = st.requests.iter_mut().rev().find(|r| r.seq == seq) {
+            r.usage_sent = usage;
+        }
+    }
+    /// Sleep up to `d`; returns early (true) when the server is stopping.
+    fn sleep(&self, d: Duration) -> bool {
+        let g = self.stop.lock().unwrap_or_else(|e| e.into_inner());
+        let (g, _) = self
+            .stop_cv
+            .wait_timeout_while(g, d, |stopped| !*stopped)
+            .unwrap_or_else(|e| e.into_inner());
+        *g
+    }
+}
+
+/// The fake server. See the module docs.
+pub struct FakeLlm {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    acceptor: Option<JoinHandle<()>>,
+    conns: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl FakeLlm {
+    /// Start a server on `127.0.0.1:<ephemeral port>`.
+    pub fn start() -> FakeLlm {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("fake_llm: bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("fake_llm: local_addr");
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                scripts: HashMap::new(),
+                default: Behaviour::Ok,
+                requests: Vec::new(),
+                hang_limit: Duration::from_secs(60),
+                next_seq: 0,
+            }),
+            state_cv: Condvar::new(),
+            stop: Mutex::new(false),
+            stop_cv: Condvar::new(),
+        });
+        let conns: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let acceptor = {
+            let shared = shared.clone();
+            let conns = conns.clone();
+            thread::Builder::new()
+                .name(format!("fake-llm-{}", addr.port()))
+                .spawn(move || {
+                    let mut conn_id = 0u64;
+                    for stream in listener.incoming() {
+                        if shared.stopped() {
+                            break;
+                        }
+                        let Ok(stream) = stream else {
+                            thread::sleep(Duration::from_millis(5));
+                            continue;
+                        };
+                        conn_id += 1;
+                        let shared = shared.clone();
+                        let h = thread::spawn(move || handle_conn(stream, &shared, conn_id));
+                        let mut list = conns.lock().unwrap_or_else(|e| e.into_inner());
+                        list.retain(|h| !h.is_finished());
+                        list.push(h);
+                    }
+                })
+                .expect("fake_llm: spawn acceptor")
+        };
+        FakeLlm {
+            shared,
+            addr,
+            acceptor: Some(acceptor),
+            conns,
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// `http://127.0.0.1:PORT/<route>/v1` — an OpenAI-style base URL for provider `route`.
+    pub fn base_url(&self, route: &str) -> String {
+        format!("http://127.0.0.1:{}/{route}/v1", self.port())
+    }
+
+    /// Script the answers for `model` on `route` (`model` "*" = any model of that route without
+    /// its own script). One entry per request; the last one repeats. Replaces (restarts) an
+    /// earlier script for the same key. An empty list removes the script.
+    pub fn script(&self, route: &str, model: &str, list: Vec<Behaviour>) {
+        let mut st = self.shared.state();
+        let key = (route.to_string(), model.to_string());
+        if list.is_empty() {
+            st.scripts.remove(&key);
+        } else {
+            st.scripts.insert(key, Script { list, next: 0 });
+        }
+    }
+
+    /// Behaviour for requests without a script (initially `Ok`).
+    pub fn set_default(&self, b: Behaviour) {
+        self.shared.state().default = b;
+    }
+
+    /// Upper bound for `Hang` / `StallMidBody` (default 60 s).
+    pub fn set_hang_limit(&self, d: Duration) {
+        self.shared.state().hang_limit = d;
+    }
+
+    /// All chat requests so far, in arrival order.
+    pub fn requests(&self) -> Vec<Request> {
+        self.shared.state().requests.clone()
+    }
+
+    /// Chat requests for `model` on `route`.
+    pub fn requests_to(&self, route: &str, model: &str) -> Vec<Request> {
+        self.shared
+            .state()
+            .requests
+            .iter()
+            .filter(|r| r.route == route && r.model == model)
+            .cloned()
+            .collect()
+    }
+
+    /// Forget the recorded requests (scripts keep their position).
+    pub fn clear_requests(&self) {
+        self.shared.state().requests.clear();
+    }
+
+    /// Wait until at least `n` requests were recorded (or `timeout`); returns all requests.
+    pub fn wait_requests(&self, n: usize, timeout: Duration) -> Vec<Request> {
+        let g = self.shared.state();
+        let (g, _) = self
+            .shared
+            .state_cv
+            .wait_timeout_while(g, timeout, |st| st.requests.len() < n)
+            .unwrap_or_else(|e| e.into_inner());
+        g.requests.clone()
+    }
+}
+
+impl Drop for FakeLlm {
+    fn drop(&mut self) {
+        *self.shared.stop.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.shared.stop_cv.notify_all();
+        // Wake the blocking accept().
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        if let Some(h) = self.acceptor.take() {
+            let _ = h.join();
+        }
+        let handles: Vec<_> = self
+            .conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+            .collect();
+        for h in handles {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A loopback port with nothing listening: connecting is refused (RST). The port stays bound
+/// (without `listen`) by this process for its lifetime, so nobody else can take it.
+pub fn closed_port() -> u16 {
+    static HOLDER: OnceLock<(socket2::Socket, u16)> = OnceLock::new();
+    HOLDER
+        .get_or_init(|| {
+            use socket2::{Domain, SockAddr, Socket, Type};
+            let s = Socket::new(Domain::IPV4, Type::STREAM, None).expect("closed_port: socket");
+            let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+            s.bind(&SockAddr::from(addr)).expect("closed_port: bind");
+            let port = s
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_socket())
+                .map(|a| a.port())
+                .expect("closed_port: local_addr");
+            (s, port)
+        })
+        .1
+}
+
+#[path = "fake_llm/models_json.rs"]
+mod models_json;
+#[path = "fake_llm/wire.rs"]
+mod wire;
+
+// The API of this module for test crates; a bench or example including this file uses a part.
+#[allow(unused_imports)]
+pub use models_json::{
+    ApiKey, Endpoint, ModelSpec, ProviderSpec, models_json, write_models_json, write_settings_json,
+};
+use wire::{Mode, RawRequest, err_body, read_request, send_json, stream_text, stream_tool};
+
+// ---------------------------------------------------------------------------------------------
+// Serving
+
+fn handle_conn(mut stream: TcpStream, shared: &Shared, conn: u64) {
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
+    let mut buf = Vec::new();
+    let mut n = 0u64;
+    while let Some(req) = read_request(&mut stream, &mut buf, shared) {
+        n += 1;
+        if !serve(&mut stream, req, shared, conn, n) {
+            break;
+        }
+    }
+    // Dropping `stream` closes it (FIN, or RST when SO_LINGER 0 was set).
+}
+
+/// Handle one request; returns whether to keep the connection open.
+fn serve(
+    stream: &mut TcpStream,
+    req: RawRequest,
+    shared: &Shared,
+    conn: u64,
+    req_on_conn: u64,
+) -> bool {
+    let route = req
+        .path
+        .trim_start_matches('/')
+        .split('/')
+        .next()
+        .unwrap_or("")
+        .to_string();
+    let path_only = req
+        .path
+        .split('?')
+        .next()
+        .unwrap_or("")
+        .trim_end_matches('/')
+        .to_string();
+    if req.method == "GET" {
+        if path_only.ends_with("/models") {
+            let st = shared.state();
+            let mut ids: Vec<&str> = st
+                .scripts
+                .keys()
+                .filter(|(r, m)| *r == route && m != "*")
+                .map(|(_, m)| m.as_str())
+                .collect();
+            ids.sort_unstable();
+            let data: Vec<Value> = ids
+                .iter()
+                .map(|id| json!({"id": id, "object": "model", "owned_by": "fake"}))
+                .collect();
+            let body = json!({"object": "list", "data": data}).to_string();
+            drop(st);
+            return send_json(stream, 200, &body, &[]);
+        }
+        return send_json(
+            stream,
+            404,
+            &err_body("not found", "invalid_request_error", None),
+            &[],
+        );
+    }
+    if req.method != "POST" {
+        return send_json(
+            stream,
+            405,
+            &err_body("method not allowed", "invalid_request_error", None),
+            &[],
+        );
+    }
+    let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let is_chat = path_only.ends_with("/chat/completions");
+    let behaviour = if is_chat {
+        let mut st = shared.state();
+        let default = st.default.clone();
+        let key = (route.clone(), model.clone());
+        let key = if st.scripts.contains_key(&key) {
+            key
+        } else {
+            (route.clone(), "*".to_string())
+        };
+        match st.scripts.get_mut(&key) {
+            Some(s) => {
+                let b = s.list[s.next.min(s.list.len() - 1)].clone();
+                s.next += 1;
+                b
+            }
+            None => default,
+        }
+    } else {
+        Behaviour::Status(
+            404,
+            err_body(
+                &format!("unknown path {}", req.path),
+                "invalid_request_error",
+                None,
+            ),
+        )
+    };
+    let (messages, images) = summarize_messages(&body);
+    let authorization = req.header("authorization").map(str::to_string);
+    let (seq, hang_limit) = {
+        let mut st = shared.state();
+        st.next_seq += 1;
+        let seq = st.next_seq;
+        st.requests.push(Request {
+            route,
+            path: req.path.clone(),
+            model: model.clone(),
+            messages,
+            images,
+            tools: body
+                .get("tools")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len),
+            reasoning_effort: body
+                .get("reasoning_effort")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            authorization: authorization.clone(),
+            behaviour: behaviour.clone(),
+            usage_sent: None,
+            seq,
+            conn,
+            req_on_conn,
+            at: Instant::now(),
+            body,
+        });
+        (seq, st.hang_limit)
+    };
+    shared.state_cv.notify_all();
+    let auth = authorization.unwrap_or_default();
+    let ctx = Ctx {
+        model: &model,
+        key: auth.strip_prefix("Bearer ").unwrap_or(&auth),
+        shared,
+        hang_limit,
+        seq,
+    };
+    act(stream, &behaviour, &ctx)
+}
+
+/// What an answer needs besides its behaviour.
+struct Ctx<'a> {
+    /// `model` of the request (echoed in chunks and 404 texts).
+    model: &'a str,
+    /// The API key the request carried (for the `EchoKey401` family).
+    key: &'a str,
+    shared: &'a Shared,
+    hang_limit: Duration,
+    /// The request's [`Request::seq`], to record `usage_sent`.
+    seq: u64,
+}
+
+fn act(stream: &mut TcpStream, b: &Behaviour, ctx: &Ctx<'_>) -> bool {
+    let model = ctx.model;
+    let text =
+        |stream: &mut TcpStream, t: &str, mode: Mode| stream_text(stream, t, mode, TEXT_USAGE, ctx);
+    match b {
+        Behaviour::Ok => text(stream, DEFAULT_TEXT, Mode::Normal),
+        Behaviour::Text(t) => text(stream, t, Mode::Normal),
+        Behaviour::TextWithUsage {
+            text: t,
+            prompt_tokens,
+            completion_tokens,
+        } => stream_text(
+            stream,
+            t,
+            Mode::Normal,
+            (*prompt_tokens, *completion_tokens),
+            ctx,
+        ),
+        Behaviour::Slow => text(stream, DEFAULT_TEXT, Mode::Slow),
+        Behaviour::NoFinish => text(stream, DEFAULT_TEXT, Mode::NoFinish),
+        Behaviour::Drop => text(stream, DEFAULT_TEXT, Mode::Drop),
+        Behaviour::Reset => text(stream, DEFAULT_TEXT, Mode::Reset),
+        Behaviour::StallMidBody => text(stream, DEFAULT_TEXT, Mode::Stall),
+        Behaviour::ToolCall { name, args } => stream_tool(stream, name, args, ctx),
+        Behaviour::Delayed(ms, inner) => {
+            if ctx.shared.sleep(Duration::from_millis(*ms)) {
+                return false;
+            }
+            act(stream, inner, ctx)
+        }
+        Behaviour::Hang => {
+            ctx.shared.sleep(ctx.hang_limit);
+            false
+        }
+        Behaviour::EchoKey401 => send_json(
+            stream,
+            401,
+            &err_body(
+                &format!(
+                    "Incorrect API key provided: {}. You can find your API key at \
+                     https://platform.openai.com/account/api-keys.",
+                    ctx.key
+                ),
+                "invalid_request_error",
+                Some("invalid_api_key"),
+            ),
+            &[],
+        ),
+        Behaviour::EchoKey401Chinese => send_json(
+            stream,
+            401,
+            &json!({"error": {"code": "1000", "message": format!("身份验证失败：API Key 无效：{}", ctx.key)}})
+                .to_string(),
+            &[],
+        ),
+        Behaviour::Status401 => send_json(
+            stream,
+            401,
+            &err_body(
+                "Incorrect API key provided: x.",
+                "invalid_request_error",
+                Some("invalid_api_key"),
+            ),
+            &[],
+        ),
+        Behaviour::Status402 => send_json(
+            stream,
+            402,
+            &err_body(
+                "You exceeded your current quota, please check your plan and billing details.",
+                "insufficient_quota",
+                Some("insufficient_quota"),
+            ),
+            &[],
+        ),
+        Behaviour::Status402Chinese => send_json(
+            stream,
+            402,
+            &json!({"error": {"message": "账户余额不足，请充值后再试", "type": "insufficient_balance"}})
+                .to_string(),
+            &[],
+        ),
+        Behaviour::Status403 => send_json(
+            stream,
+            403,
+            &err_body(
+                "Permission denied for this model.",
+                "permission_error",
+                Some("forbidden"),
+            ),
+            &[],
+        ),
+        Behaviour::Status404 => send_json(
+            stream,
+            404,
+            &err_body(
+                &format!("The model `{model}` does not exist or you do not have access to it."),
+                "invalid_request_error",
+                Some("model_not_found"),
+            ),
+            &[],
+        ),
+        Behaviour::Status429 { retry_after } => send_json(
+            stream,
+            429,
+            &err_body(
+                "Rate limit reached for requests. Please try again in 1s.",
+                "rate_limit_exceeded",
+                Some("rate_limit_exceeded"),
+            ),
+            &[("Retry-After", retry_after)],
+        ),
+        Behaviour::QuotaChinese429 => send_json(
+            stream,
+            429,
+            &json!({"error": {"code": "1113", "message": "余额不足或无可用资源包,请充值。"}}).to_string(),
+            &[],
+        ),
+        Behaviour::Status500 => send_json(
+            stream,
+            500,
+            &err_body(
+                "The server had an error while processing your request.",
+                "server_error",
+                None,
+            ),
+            &[],
+        ),
+        Behaviour::Status503 => send_json(
+            stream,
+            503,
+            &err_body(
+                "The engine is currently overloaded, please try again later.",
+                "server_error",
+                None,
+            ),
+            &[],
+        ),
+        Behaviour::ContentPolicy => send_json(
+            stream,
+            400,
+            &err_body(
+                "Your request was rejected by our content moderation policy (content_filter)",
+                "invalid_request_error",
+                Some("content_filter"),
+            ),
+            &[],
+        ),
+        Behaviour::ContentPolicyChinese => send_json(
+            stream,
+            400,
+            &err_body(
+                "内容审查未通过：输入包含敏感内容",
+                "invalid_request_error",
+                Some("data_inspection_failed"),
+            ),
+            &[],
+        ),
+        Behaviour::ContextLength => send_json(
+            stream,
+            400,
+            &err_body(
+                "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
+                "invalid_request_error",
+                Some("context_length_exceeded"),
+            ),
+            &[],
+        ),
+        Behaviour::Status(code, body) => send_json(stream, *code, body, &[]),
+    }
+}
+
+fn summarize_messages(body: &Value) -> (Vec<Msg>, Vec<Image>) {
+    let mut msgs = Vec::new();
+    let mut images = Vec::new();
+    for m in body
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let role = m
+            .get("role")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let mut text = match m.get("content") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(parts)) => {
+                let mut out = Vec::new();
+                for p in parts {
+                    match p.get("type").and_then(Value::as_str) {
+                        Some("text") => out.push(
+                            p.get("text")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .to_string(),
+                        ),
+                        Some("image_url") | Some("input_image") => {
+                            out.push("<image>".to_string());
+                            let url = p
+                                .get("image_url")
+                                .and_then(|u| u.get("url").or(Some(u)))
+                                .and_then(Value::as_str)
+                                .unwrap_or("");
+                            images.push(parse_data_url(url));
+                        }
+                        _ => out.push(p.to_string()),
+                    }
+                }
+                out.join("\n")
+            }
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+        if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
+            let names: Vec<&str> = calls
+                .iter()
+                .map(|c| {
+                    c.pointer("/function/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("?")
+                })
+                .collect();
+            text.push_str(&format!("<tool_calls:{}>", names.join(",")));
+        }
+        msgs.push(Msg { role, text });
+    }
+    (msgs, images)
+}
+
+fn parse_data_url(url: &str) -> Image {
+    let Some(rest) = url.strip_prefix("data:") else {
+        return Image {
+            mime: String::new(),
+            base64: String::new(),
+            bytes: 0,
+        };
+    };
+    let (meta, payload) = rest.split_once(',').unwrap_or((rest, ""));
+    let mime = meta.split(';').next().unwrap_or("").to_string();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(payload)
+        .map_or(0, |v| v.len());
+    Image {
+        mime,
+        base64: payload.to_string(),
+        bytes,
+    }
+}
