@@ -6,6 +6,12 @@
 //! A planted `pi-ccswitch-run.log` → `~/.bashrc` symlink would otherwise get our lines appended to
 //! its target, and a dangling lock symlink would create a file wherever it points. Every open
 //! here uses `O_NOFOLLOW`; a symlink is an error ([`is_symlink_error`]) the caller reports once.
+//!
+//! Why only regular files: a FIFO planted at one of these paths would make a plain `open` wait
+//! forever for a writer (deaf to signals, since it blocks the thread), and a device such as
+//! `/dev/zero` would feed endless bytes. Every open here is non-blocking and checks what it
+//! opened on the descriptor itself (no race with a swap in between); anything but a regular
+//! file is an error ([`is_not_regular_error`]).
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
@@ -51,13 +57,62 @@ pub enum LockError {
 }
 
 /// Opens `path` owner-only (0600 when created) without following a symlink at its last
-/// component.
+/// component, and only if it is a regular file (see the module doc).
 pub fn open_private(options: &mut OpenOptions, path: &Path) -> io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
     options
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
-    options.open(path)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY);
+    let file = options.open(path).map_err(fifo_without_reader)?;
+    regular_only(file)
+}
+
+/// Opens `path` for reading without blocking, following symlinks (files the user points at),
+/// only if it is a regular file.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(fifo_without_reader)?;
+    regular_only(file)
+}
+
+/// A non-blocking write-only open of a FIFO nobody reads fails with `ENXIO`: not a regular
+/// file either, and the message should say so.
+fn fifo_without_reader(e: io::Error) -> io::Error {
+    if e.raw_os_error() == Some(libc::ENXIO) {
+        io::Error::other(NOT_REGULAR)
+    } else {
+        e
+    }
+}
+
+/// `file` if it is a regular file, back in blocking mode (a regular file never blocks, but
+/// the flag would otherwise be inherited by anything the descriptor is handed to).
+fn regular_only(file: File) -> io::Result<File> {
+    use std::os::fd::AsRawFd as _;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other(NOT_REGULAR));
+    }
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a descriptor this function owns; no memory is passed.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(file)
+}
+
+/// The error text of a path that is not a regular file (a FIFO, a device, a socket).
+const NOT_REGULAR: &str = "not a regular file";
+
+/// The error the opens here give for something that is not a regular file.
+pub fn is_not_regular_error(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::Other && e.to_string() == NOT_REGULAR
 }
 
 /// The error `open_private` gives for a symlink (Linux reports `ELOOP` for `O_NOFOLLOW`).
@@ -137,6 +192,40 @@ mod tests {
             !target.exists(),
             "a dangling symlink's target is never created"
         );
+    }
+
+    /// A FIFO at a lock or data path is refused at once (a blocking open would wait forever for
+    /// a writer), and so is a device; a regular file opens and is blocking again.
+    #[test]
+    fn fifos_and_devices_are_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("state.json");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        for opts in [
+            OpenOptions::new().read(true).clone(),
+            OpenOptions::new().read(true).write(true).clone(),
+            OpenOptions::new().append(true).create(true).clone(),
+        ] {
+            let err = open_private(&mut opts.clone(), &fifo).unwrap_err();
+            assert!(is_not_regular_error(&err), "{err}");
+        }
+        let err = lock_path(&fifo, Duration::ZERO).unwrap_err();
+        assert!(
+            matches!(&err, LockError::Open(e) if is_not_regular_error(e)),
+            "{err:?}"
+        );
+        assert!(is_not_regular_error(&open_regular(&fifo).unwrap_err()));
+        let err = open_regular(Path::new("/dev/zero")).unwrap_err();
+        assert!(is_not_regular_error(&err), "{err}");
+        let file = dir.path().join("plain");
+        std::fs::write(&file, "x").unwrap();
+        let f = open_regular(&file).unwrap();
+        use std::os::fd::AsRawFd as _;
+        // SAFETY: F_GETFL on an open descriptor.
+        let flags = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) };
+        assert_eq!(flags & libc::O_NONBLOCK, 0, "back in blocking mode");
     }
 
     #[test]

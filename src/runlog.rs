@@ -33,6 +33,8 @@ const ROTATE_LOCK_WAIT: Duration = Duration::from_millis(500);
 pub enum LogError {
     /// The log or its lock is a symlink: refused.
     Symlink(PathBuf),
+    /// The log is a FIFO, a device or a directory: refused (a FIFO would block every write).
+    NotRegular(PathBuf),
     Io(io::Error),
 }
 
@@ -42,6 +44,11 @@ impl std::fmt::Display for LogError {
             LogError::Symlink(p) => write!(
                 f,
                 "{} is a symlink; refusing to write the run log through it",
+                p.display()
+            ),
+            LogError::NotRegular(p) => write!(
+                f,
+                "{} is not a regular file; not writing the run log",
                 p.display()
             ),
             LogError::Io(e) => write!(f, "cannot write the run log: {e}"),
@@ -110,6 +117,8 @@ impl RunLog {
 fn symlink_or_io(e: io::Error, path: &Path) -> LogError {
     if lockfile::is_symlink_error(&e) {
         LogError::Symlink(path.to_path_buf())
+    } else if lockfile::is_not_regular_error(&e) || e.kind() == io::ErrorKind::IsADirectory {
+        LogError::NotRegular(path.to_path_buf())
     } else {
         LogError::Io(e)
     }

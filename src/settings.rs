@@ -81,7 +81,9 @@ pub fn pi_config_text(agent_dir: &std::path::Path, name: &str) -> Option<String>
     use std::io::Read as _;
     const MAX: u64 = 4 * 1024 * 1024;
     let mut text = String::new();
-    std::fs::File::open(agent_dir.join(name))
+    // Non-blocking and regular files only: a FIFO or `/dev/zero` planted here must not hang or
+    // feed the runner before Pi even starts.
+    crate::lockfile::open_regular(&agent_dir.join(name))
         .ok()?
         .take(MAX + 1)
         .read_to_string(&mut text)

@@ -46,6 +46,12 @@ pub fn open(path: &Path, resume: bool) -> anyhow::Result<Ledger> {
     .map_err(|e| {
         if lockfile::is_symlink_error(&e) {
             anyhow::anyhow!("--output {shown} is a symlink; give the real path of the file")
+        } else if lockfile::is_not_regular_error(&e) || e.kind() == io::ErrorKind::IsADirectory {
+            // A device or FIFO would swallow, refuse or never take the answers paid for.
+            anyhow::anyhow!(
+                "--output {shown} is not a regular file (a device, FIFO or directory); give \
+                 the path of a file (it is created if missing)"
+            )
         } else {
             anyhow::Error::new(e).context(format!("cannot open --output {shown}"))
         }

@@ -374,7 +374,7 @@ impl Worker {
             };
             match log.append(now_ms, &line) {
                 Ok(()) => {}
-                Err(e @ LogError::Symlink(_)) => {
+                Err(e @ (LogError::Symlink(_) | LogError::NotRegular(_))) => {
                     if !self.log_warned {
                         (self.warn)(&format!("warning: {e}"));
                         self.log_warned = true;

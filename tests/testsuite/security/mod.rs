@@ -2,5 +2,6 @@
 //! documents.
 
 mod inputs;
+mod planted_files;
 mod secrets;
 mod untrusted_documents;
