@@ -52,7 +52,7 @@ impl fmt::Display for AttachError {
             f,
             "{}: {}",
             self.problem,
-            printable(&self.path.to_string_lossy())
+            crate::redact::printable(&self.path.to_string_lossy())
         )?;
         match &self.detail {
             Some(d) => write!(f, " ({d})"),
@@ -69,19 +69,6 @@ fn problem(what: &str, detail: Option<String>) -> Problem {
 }
 
 impl std::error::Error for AttachError {}
-
-/// Control characters of a path as escapes (`\n`, `\u{1b}`), for one-line messages.
-pub fn printable(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
-}
 
 /// Whether `@-` may read standard input here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -67,7 +67,7 @@ impl JobId {
     /// `job doc-7` for messages: one line whatever the id holds (control characters escaped,
     /// so an id cannot forge or break stderr lines).
     pub fn label(&self) -> String {
-        format!("job {}", crate::attach::printable(&self.canonical()))
+        format!("job {}", crate::redact::printable(&self.canonical()))
     }
 }
 

@@ -466,7 +466,7 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    parse_raw(args).map_err(|UsageError(text)| UsageError(crate::attach::printable(&text)))
+    parse_raw(args).map_err(|UsageError(text)| UsageError(crate::redact::printable(&text)))
 }
 
 fn parse_raw<I, T>(args: I) -> Result<Parsed, UsageError>

@@ -80,14 +80,20 @@ fn status_of(m: &ModelInfo, available: bool, health: &Health, now_ms: u64) -> Mo
         .flatten()
         .filter(|r| r.last_failure_at.is_some())
         .max_by_key(|r| r.last_failure_at);
+    // What a store holds is not trusted (a shared Redis, a tampered state file): nothing from it
+    // reaches the operator's terminal raw.
     ModelStatus {
-        key: keys.model,
+        key: crate::redact::printable(&keys.model),
         state,
         blocked_by,
         remaining_ms: if state == "cooling" { remaining_ms } else { 0 },
         failures: health.total_failures(m),
-        last_class: last.and_then(|r| r.last_class.clone()),
-        last_error: last.and_then(|r| r.last_error.clone()),
+        last_class: last
+            .and_then(|r| r.last_class.as_deref())
+            .map(|c| crate::redact::redact_capped(c, 40)),
+        last_error: last
+            .and_then(|r| r.last_error.as_deref())
+            .map(|e| crate::redact::redact_capped(e, 300)),
         available,
     }
 }
@@ -178,7 +184,12 @@ pub fn status_json(rows: &[ModelStatus], health: &Health) -> Value {
         "disabled": count("disabled"),
         "half_open": count("half-open") + count("probing"),
         "switches": health.switches,
-        "switch_log": health.switch_log,
+        "switch_log": health.switch_log.iter().map(|e| json!({
+            "at": e.at,
+            "from": crate::redact::redact_capped(&e.from, 300),
+            "to": crate::redact::redact_capped(&e.to, 300),
+            "reason": crate::redact::redact_capped(&e.reason, 100),
+        })).collect::<Vec<_>>(),
     })
 }
 
@@ -187,6 +198,47 @@ mod tests {
     use super::*;
     use crate::failover::classify::{FailureClass, Scope};
     use crate::health::Delta;
+
+    /// Issue 20: a tampered state file or a hostile shared Redis cannot put terminal escapes or
+    /// fake lines on the operator's screen: every stored text is cleaned for display.
+    #[test]
+    fn stored_text_is_cleaned_for_display() {
+        let mut h = Health::default();
+        let hostile = "402\u{1b}[2J\u{1b}[31m\nok   pi: fake line\r sk-abcdefghijklmnopqrstuvwx";
+        h.models.insert(
+            "p/m\u{1b}]0;title\u{7}\nx".to_string(),
+            Record {
+                total_failures: 1,
+                last_failure_at: Some(1),
+                last_class: Some("quota\u{1b}[0m\n".into()),
+                last_error: Some(hostile.into()),
+                ..Record::default()
+            },
+        );
+        h.switch_log.push(crate::health::SwitchEntry {
+            at: 1,
+            from: "a\u{1b}[2J".into(),
+            to: "b\nc".into(),
+            reason: "quota\r".into(),
+        });
+        let rows = statuses(&[], &h, 10);
+        let table = status_table(&rows, &h);
+        let json = status_json(&rows, &h).to_string();
+        for text in [&table, &json] {
+            assert!(!text.contains('\u{1b}') && !text.contains('\r'), "{text:?}");
+            assert!(
+                !text.contains("\\u001b"),
+                "no escape survives, even JSON-escaped"
+            );
+            assert!(!text.contains("sk-abcdefghij"), "{text}");
+        }
+        assert!(!table.contains("\nok   pi"), "no forged line: {table}");
+        assert_eq!(
+            table.lines().count(),
+            4,
+            "header, one row, blank, summary: {table}"
+        );
+    }
 
     #[test]
     fn status_is_linear_in_the_number_of_records() {

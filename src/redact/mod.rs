@@ -132,6 +132,20 @@ fn is_unsafe(c: char) -> bool {
         )
 }
 
+/// Control characters as escapes (`\n`, `\u{1b}`), for one-line messages about text that is
+/// not secret but not trusted either (a path, a job id, a key read from a shared store).
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// Each run of control characters (an ANSI escape sequence counts as one) becomes one space.
 fn clean_controls(s: &str) -> String {
     let mut out = String::with_capacity(s.len());

@@ -138,3 +138,40 @@ fn output_must_be_a_regular_file() {
         assert!(env.llm.requests().is_empty(), "{target}: nothing was sent");
     }
 }
+
+/// A tampered state file (or a hostile shared Redis: both go through the same display code)
+/// cannot put terminal escapes or forged lines on the operator's screen through `--status`.
+#[test]
+fn status_shows_stored_text_cleaned() {
+    let env = one_provider(PI_NEWEST);
+    let state = serde_json::json!({
+        "schema_version": 1,
+        "updated_at": 1,
+        "models": {"fake-a/m": {
+            "total_failures": 1,
+            "last_failure_at": 1,
+            "last_class": "quota",
+            "last_error": "402\u{1b}[2J\u{1b}[31m\nok   pi: forged line\r",
+        }},
+    });
+    std::fs::write(
+        env.agent_dir.join("pi-ccswitch-run-state.json"),
+        state.to_string(),
+    )
+    .expect("state");
+    for flags in [vec!["--status"], vec!["--status", "--json"]] {
+        let out = env.run(&flags);
+        out.assert_success();
+        assert!(
+            !out.stdout.contains('\u{1b}') && !out.stdout.contains('\r'),
+            "{:?}",
+            out.stdout
+        );
+        assert!(!out.stdout.contains("\\u001b"), "{}", out.stdout);
+        assert!(
+            !out.stdout.lines().any(|l| l.starts_with("ok   pi")),
+            "{}",
+            out.stdout
+        );
+    }
+}
