@@ -4,7 +4,7 @@
 //! refuses duplicate ids, skips the jobs `--resume` found answered, and hands the rest to the
 //! workers over a bounded channel: blocking reads never run on the event loop, and memory stays
 //! bounded however long the input is — one line being read, a few parsed jobs queued, and one
-//! 64-bit hash per id of this shard.
+//! 128-bit keyed identity per id of this shard.
 
 use std::collections::HashSet;
 use std::io::{self, BufReader, Read};
@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use super::jobs::{self, Invalid, JobSpec, MAX_LINE};
 use super::ledger::{Known, Recorded};
-use super::shard;
+use super::shard::{self, Identities, Identity};
 use crate::cli::Shard;
 use crate::lines::{Line, LineReader};
 use crate::output;
@@ -58,7 +58,9 @@ pub struct Filter {
     pub recorded: Option<Recorded>,
     /// `--output FILE` as given (for the changed-input message).
     pub output_name: String,
-    seen: HashSet<u64>,
+    /// The jobs of this shard seen so far, for duplicate ids (keyed: see [`Identities`]).
+    seen: HashSet<Identity>,
+    ids: Identities,
     next_index: usize,
 }
 
@@ -75,11 +77,15 @@ pub enum Decision {
 
 impl Filter {
     pub fn new(shard: Option<Shard>, recorded: Option<Recorded>, output_name: String) -> Filter {
+        let ids = recorded
+            .as_ref()
+            .map_or_else(Identities::new, |r| r.identities().clone());
         Filter {
             shard,
             recorded,
             output_name,
             seen: HashSet::new(),
+            ids,
             next_index: 0,
         }
     }
@@ -97,9 +103,8 @@ impl Filter {
             Ok(spec) => spec,
             Err(invalid) => return Decision::Run(self.invalid(number, invalid)),
         };
-        let id_hash = spec.id.hash();
         // Only valid jobs claim their id: a broken line does not spoil the id for a later fix.
-        if !self.seen.insert(id_hash) {
+        if !self.seen.insert(self.ids.of(&spec.id.canonical())) {
             let reason = format!("duplicate id {} (an earlier line has it)", spec.id.value());
             let invalid = Invalid {
                 id: Some(spec.id),
@@ -108,7 +113,11 @@ impl Filter {
             return Decision::Run(self.invalid(number, invalid));
         }
         let input_hash = spec.input_hash();
-        match self.recorded.as_ref().map(|r| r.known(id_hash, input_hash)) {
+        match self
+            .recorded
+            .as_ref()
+            .map(|r| r.known(&spec.id, input_hash))
+        {
             Some(Known::Answered) => Decision::Answered(None),
             Some(Known::AnsweredOtherInput) => Decision::Answered(Some(format!(
                 "{} (input line {number}): its input changed since its answer was recorded in \
@@ -192,11 +201,9 @@ impl Reader {
             number += 1;
             let parsed = match line {
                 Line::Whole(bytes) | Line::Unterminated(bytes) => {
-                    let bytes = if number == 1 {
-                        bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes)
-                    } else {
-                        bytes
-                    };
+                    // On every line, not only the first: `cat a.jsonl b.jsonl` of files written
+                    // on Windows puts a BOM at the start of a later line.
+                    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
                     if bytes.iter().all(u8::is_ascii_whitespace) {
                         continue;
                     }
@@ -316,12 +323,14 @@ mod tests {
         let mut recorded = Recorded::default();
         recorded.apply(
             format!(
-                r#"{{"id":"a","ok":true,"input_hash":"{}"}}"#,
+                r#"{{"id":"a","ok":true,"exit_code":0,"answer":"x","input_hash":"{}"}}"#,
                 shard::hex(spec.input_hash())
             )
             .as_bytes(),
         );
-        recorded.apply(br#"{"id":"b","ok":true,"input_hash":"0000000000000001"}"#);
+        recorded.apply(
+            br#"{"id":"b","ok":true,"exit_code":0,"answer":"y","input_hash":"0000000000000001"}"#,
+        );
         let mut f = Filter::new(None, Some(recorded), "out.jsonl".to_string());
         assert!(matches!(
             run(&mut f, 1, r#"{"id":"a","prompt":"p"}"#),

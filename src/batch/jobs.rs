@@ -155,6 +155,77 @@ fn leading_id(text: &str) -> Option<JobId> {
     JobId::from_value(&value).ok()
 }
 
+/// A job line as JSON: its top-level object with every key given once (serde_json's own map
+/// keeps the last of two, so `{"id":"a","id":"b"}` would silently run as job b), or any other
+/// value (refused with its kind).
+enum Top {
+    Object(Map<String, Value>),
+    Other(Value),
+}
+
+/// How a repeated key is reported by [`Top`]'s parser, before the key's name.
+const DUPLICATE: &str = "duplicate field ";
+
+impl<'de> serde::Deserialize<'de> for Top {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Top, D::Error> {
+        d.deserialize_any(TopVisitor)
+    }
+}
+
+struct TopVisitor;
+
+impl<'de> serde::de::Visitor<'de> for TopVisitor {
+    type Value = Top;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Top, A::Error> {
+        let mut obj = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if obj.contains_key(&key) {
+                return Err(serde::de::Error::custom(format!("{DUPLICATE}{key:?}")));
+            }
+            let value: Value = map.next_value()?;
+            obj.insert(key, value);
+        }
+        Ok(Top::Object(obj))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Top, A::Error> {
+        let mut items = Vec::new();
+        while let Some(v) = seq.next_element::<Value>()? {
+            items.push(v);
+        }
+        Ok(Top::Other(Value::Array(items)))
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Top, E> {
+        Ok(Top::Other(Value::Bool(v)))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Top, E> {
+        Ok(Top::Other(Value::from(v)))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Top, E> {
+        Ok(Top::Other(Value::from(v)))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Top, E> {
+        Ok(Top::Other(Value::from(v)))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Top, E> {
+        Ok(Top::Other(Value::from(v)))
+    }
+
+    fn visit_unit<E>(self) -> Result<Top, E> {
+        Ok(Top::Other(Value::Null))
+    }
+}
+
 /// Parses one non-blank job line (without its `\n`; a leading BOM already removed).
 pub fn parse_line(line: &[u8]) -> Result<JobSpec, Invalid> {
     let text = std::str::from_utf8(line).map_err(|e| {
@@ -166,12 +237,24 @@ pub fn parse_line(line: &[u8]) -> Result<JobSpec, Invalid> {
             ),
         )
     })?;
-    let value: Value = serde_json::from_str(text).map_err(|e| {
+    let top: Top = serde_json::from_str(text).map_err(|e| {
         // serde says "at line 1 column 5"; the file's line number is ours to give.
         let full = e.to_string();
         let what = full
             .rsplit_once(" at line ")
             .map_or(full.as_str(), |(m, _)| m);
+        if let Some(field) = what.strip_prefix(DUPLICATE) {
+            // Which of two ids would be the job's is anyone's guess: neither is used.
+            let id = (field != "\"id\"").then(|| leading_id(text)).flatten();
+            return Invalid::new(
+                id,
+                format!(
+                    "field {field} is given twice (at column {} of that line); give each \
+                     field once",
+                    e.column()
+                ),
+            );
+        }
         Invalid::new(
             leading_id(text),
             format!(
@@ -180,11 +263,14 @@ pub fn parse_line(line: &[u8]) -> Result<JobSpec, Invalid> {
             ),
         )
     })?;
-    let Value::Object(mut obj) = value else {
-        return Err(Invalid::new(
-            None,
-            format!("a job must be a JSON object (got {})", kind(&value)),
-        ));
+    let mut obj = match top {
+        Top::Object(obj) => obj,
+        Top::Other(value) => {
+            return Err(Invalid::new(
+                None,
+                format!("a job must be a JSON object (got {})", kind(&value)),
+            ));
+        }
     };
     let id = match obj.get("id") {
         None => return Err(Invalid::new(None, "\"id\" is missing")),

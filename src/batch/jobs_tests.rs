@@ -340,3 +340,28 @@ proptest! {
         prop_assert_eq!(job.tools, tools);
     }
 }
+
+/// Issue 20: a key given twice is an error, like an unknown field; the result carries the
+/// line's id unless the id itself is what was given twice.
+#[test]
+fn a_field_given_twice_is_refused() {
+    let e = parse_line(br#"{"id":"a","id":"b","prompt":"p"}"#).unwrap_err();
+    assert_eq!(e.id, None);
+    assert!(
+        e.reason
+            .starts_with("field \"id\" is given twice (at column "),
+        "{}",
+        e.reason
+    );
+    let e = parse_line(br#"{"id":"a","prompt":"p","prompt":"q"}"#).unwrap_err();
+    assert_eq!(e.id, Some(JobId::from_value(&json!("a")).unwrap()));
+    assert!(
+        e.reason.contains("field \"prompt\" is given twice"),
+        "{}",
+        e.reason
+    );
+    // Nested objects are not job fields; a list is still refused as a whole.
+    let e = parse_line(br#"[{"a":1,"a":2}]"#).unwrap_err();
+    assert_eq!(e.reason, "a job must be a JSON object (got a list)");
+    assert!(parse_line(br#"{"id":1,"prompt":"p","files":["a","a"]}"#).is_ok());
+}

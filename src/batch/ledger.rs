@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::jobs::{JobId, MAX_LINE};
-use super::shard::parse_hex;
+use super::shard::{Identities, Identity, parse_hex};
 use crate::lines::{Line, LineReader};
 use crate::lockfile::{self, LockError, LockGuard};
 
@@ -30,8 +30,8 @@ const MAX_RECORD_LINE: usize = 2 * MAX_LINE;
 #[derive(Debug)]
 pub struct Ledger {
     pub guard: LockGuard,
-    /// Bytes of a torn last line that were cut off.
-    pub cut: Option<u64>,
+    /// What was done to a last line that lacked its newline.
+    pub tail: Option<Tail>,
     /// The jobs FILE says are answered (`--resume` only).
     pub recorded: Option<Recorded>,
 }
@@ -66,8 +66,8 @@ pub fn open(path: &Path, resume: bool) -> anyhow::Result<Ledger> {
             return Err(anyhow::Error::new(e).context(format!("cannot lock --output {shown}")));
         }
     };
-    let cut =
-        cut_torn_tail(guard.file()).with_context(|| format!("cannot repair --output {shown}"))?;
+    let tail =
+        mend_tail(guard.file()).with_context(|| format!("cannot repair --output {shown}"))?;
     let recorded = if resume {
         Some(read(guard.file()).with_context(|| format!("cannot read --output {shown}"))?)
     } else {
@@ -75,14 +75,51 @@ pub fn open(path: &Path, resume: bool) -> anyhow::Result<Ledger> {
     };
     Ok(Ledger {
         guard,
-        cut,
+        tail,
         recorded,
     })
 }
 
-/// Cuts everything after the last `\n` (a line whose write was cut short by a kill), so the
-/// next line appended starts on a line of its own. Returns how many bytes went.
-fn cut_torn_tail(file: &File) -> io::Result<Option<u64>> {
+/// What was done to a last line without its `\n`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tail {
+    /// A line whose write was cut short by a kill: these many bytes were cut off.
+    Cut(u64),
+    /// A complete result that only lacked its newline (an editor or a script rewrote FILE):
+    /// kept, and the newline added, so its job is not paid for again.
+    Completed,
+}
+
+/// Mends a last line without its `\n` so the next line appended starts on a line of its own:
+/// a complete result gets its newline, anything else (a write cut short) is cut off.
+fn mend_tail(file: &File) -> io::Result<Option<Tail>> {
+    let Some((keep, len)) = torn_tail(file)? else {
+        return Ok(None);
+    };
+    let mut last = vec![
+        0u8;
+        usize::try_from(len - keep)
+            .unwrap_or(0)
+            .min(MAX_RECORD_LINE + 1)
+    ];
+    if last.len() as u64 == len - keep {
+        file.read_exact_at(&mut last, keep)?;
+        if parse_record(&last).is_some() {
+            // Positioned, so the file offset stays where reading back starts (with O_APPEND
+            // the byte lands at the end either way).
+            file.write_all_at(b"\n", len)?;
+            file.sync_data()?;
+            return Ok(Some(Tail::Completed));
+        }
+    }
+    file.set_len(keep)?;
+    file.sync_data()?;
+    Ok(Some(Tail::Cut(len - keep)))
+}
+
+/// Where the last line without a `\n` starts, and the file's length; `None` when the file is
+/// empty or ends with a `\n`.
+fn torn_tail(file: &File) -> io::Result<Option<(u64, u64)>> {
     let len = file.metadata()?.len();
     if len == 0 {
         return Ok(None);
@@ -107,9 +144,14 @@ fn cut_torn_tail(file: &File) -> io::Result<Option<u64>> {
         }
         end = start;
     };
-    file.set_len(keep)?;
-    file.sync_data()?;
-    Ok(Some(len - keep))
+    Ok(Some((keep, len)))
+}
+
+/// A result line as this runner writes it, or `None`.
+fn parse_record(line: &[u8]) -> Option<RecordLine> {
+    serde_json::from_slice::<RecordLine>(line)
+        .ok()
+        .filter(RecordLine::consistent)
 }
 
 /// Reads every line of FILE into [`Recorded`].
@@ -126,11 +168,12 @@ fn read(file: &File) -> io::Result<Recorded> {
     Ok(recorded)
 }
 
-/// What `--resume` knows: for each job id (by hash) answered in FILE, the hash of the input it
-/// was answered for. 16 bytes per recorded success (plus the hash table's spare room).
+/// What `--resume` knows: for each job answered in FILE (by its [`Identity`]), the hash of the
+/// input it was answered for. 24 bytes per recorded success (plus the hash table's spare room).
 #[derive(Debug, Default)]
 pub struct Recorded {
-    answered: HashMap<u64, u64>,
+    ids: Identities,
+    answered: HashMap<Identity, u64>,
     /// Lines that are not results at all (ignored).
     pub malformed: u64,
 }
@@ -154,15 +197,39 @@ struct RecordLine {
     ok: bool,
     #[serde(default)]
     input_hash: Option<String>,
+    #[serde(default)]
+    exit_code: Option<i64>,
+    #[serde(default)]
+    answer: Option<Value>,
+}
+
+impl RecordLine {
+    /// A line this runner could have written: a success carries a non-empty answer and exit
+    /// code 0, a failure a non-zero exit code. A forged or foreign `"ok": true` without an
+    /// answer must never mark a job as done (it would never be paid for, nor answered).
+    fn consistent(&self) -> bool {
+        match (self.ok, self.exit_code) {
+            (true, Some(0)) => {
+                matches!(&self.answer, Some(Value::String(a)) if !a.trim().is_empty())
+            }
+            (false, Some(code)) => code != 0,
+            _ => false,
+        }
+    }
 }
 
 impl Recorded {
+    /// The keys job ids are compared by (the input filter must use the same).
+    pub fn identities(&self) -> &Identities {
+        &self.ids
+    }
+
     /// Takes one line of FILE into account. Pure.
     pub fn apply(&mut self, line: &[u8]) {
         if line.iter().all(u8::is_ascii_whitespace) {
             return;
         }
-        let Ok(record) = serde_json::from_slice::<RecordLine>(line) else {
+        let Some(record) = parse_record(line) else {
             self.malformed += 1;
             return;
         };
@@ -170,22 +237,23 @@ impl Recorded {
             self.malformed += 1;
             return;
         };
+        let key = self.ids.of(&id.canonical());
         match (record.ok, record.input_hash.as_deref().map(parse_hex)) {
             // The report of an invalid input line: not a job's result.
             (false, None) => {}
             (true, Some(Some(input))) => {
-                self.answered.insert(id.hash(), input);
+                self.answered.insert(key, input);
             }
             (false, Some(Some(_))) => {
-                self.answered.remove(&id.hash());
+                self.answered.remove(&key);
             }
             _ => self.malformed += 1,
         }
     }
 
-    /// What FILE says about the job with these hashes.
-    pub fn known(&self, id_hash: u64, input_hash: u64) -> Known {
-        match self.answered.get(&id_hash) {
+    /// What FILE says about the job with this id and input hash.
+    pub fn known(&self, id: &JobId, input_hash: u64) -> Known {
+        match self.answered.get(&self.ids.of(&id.canonical())) {
             None => Known::Unanswered,
             Some(h) if *h == input_hash => Known::Answered,
             Some(_) => Known::AnsweredOtherInput,
@@ -203,47 +271,66 @@ mod tests {
     use super::*;
     use proptest::strategy::Strategy as _;
 
-    fn hash(id: &str) -> u64 {
-        JobId::from_value(&Value::String(id.to_string()))
-            .expect("id")
-            .hash()
+    fn id(id: &str) -> JobId {
+        JobId::from_value(&Value::String(id.to_string())).expect("id")
     }
 
     #[test]
     fn the_latest_job_result_decides_and_reports_of_invalid_lines_do_not() {
         let mut r = Recorded::default();
         let lines = [
-            r#"{"id":"a","ok":true,"input_hash":"00000000000000aa","answer":"x"}"#,
-            r#"{"id":"b","ok":true,"input_hash":"00000000000000bb"}"#,
-            r#"{"id":"b","ok":false,"input_hash":"00000000000000bb"}"#,
-            r#"{"id":"a","ok":false,"input_hash":null,"error":"input line 9: duplicate id"}"#,
-            r#"{"id":7,"ok":true,"input_hash":"0000000000000007"}"#,
-            r#"{"id":"c","ok":false,"input_hash":"00000000000000cc"}"#,
-            r#"{"id":"c","ok":true,"input_hash":"00000000000000cc"}"#,
+            r#"{"id":"a","ok":true,"exit_code":0,"input_hash":"00000000000000aa","answer":"x"}"#,
+            r#"{"id":"b","ok":true,"exit_code":0,"input_hash":"00000000000000bb","answer":"y"}"#,
+            r#"{"id":"b","ok":false,"exit_code":1,"input_hash":"00000000000000bb"}"#,
+            r#"{"id":"a","ok":false,"exit_code":2,"input_hash":null,"error":"input line 9: duplicate id"}"#,
+            r#"{"id":7,"ok":true,"exit_code":0,"input_hash":"0000000000000007","answer":"z"}"#,
+            r#"{"id":"c","ok":false,"exit_code":1,"input_hash":"00000000000000cc"}"#,
+            r#"{"id":"c","ok":true,"exit_code":0,"input_hash":"00000000000000cc","answer":"w"}"#,
             "",
             "   ",
             "not json",
-            r#"{"id":[1],"ok":true,"input_hash":"00000000000000aa"}"#,
-            r#"{"id":"d","ok":true,"input_hash":"zz"}"#,
-            r#"{"id":"d","ok":true,"input_hash":null}"#,
-            r#"{"id":"d","ok":"yes","input_hash":"00000000000000dd"}"#,
-            r#"{"ok":true,"input_hash":"00000000000000dd"}"#,
+            r#"{"id":[1],"ok":true,"exit_code":0,"input_hash":"00000000000000aa","answer":"x"}"#,
+            r#"{"id":"d","ok":true,"exit_code":0,"input_hash":"zz","answer":"x"}"#,
+            r#"{"id":"d","ok":true,"exit_code":0,"input_hash":null,"answer":"x"}"#,
+            r#"{"id":"d","ok":"yes","exit_code":0,"input_hash":"00000000000000dd","answer":"x"}"#,
+            r#"{"ok":true,"exit_code":0,"input_hash":"00000000000000dd","answer":"x"}"#,
         ];
         for l in lines {
             r.apply(l.as_bytes());
         }
         assert_eq!(r.malformed, 6);
         assert_eq!(r.answered(), 3);
-        assert_eq!(r.known(hash("a"), 0xaa), Known::Answered);
-        assert_eq!(r.known(hash("a"), 0xab), Known::AnsweredOtherInput);
-        assert_eq!(r.known(hash("b"), 0xbb), Known::Unanswered);
+        assert_eq!(r.known(&id("a"), 0xaa), Known::Answered);
+        assert_eq!(r.known(&id("a"), 0xab), Known::AnsweredOtherInput);
+        assert_eq!(r.known(&id("b"), 0xbb), Known::Unanswered);
         assert_eq!(
-            r.known(hash("7"), 7),
+            r.known(&id("7"), 7),
             Known::Answered,
             "7 and \"7\" are one id"
         );
-        assert_eq!(r.known(hash("c"), 0xcc), Known::Answered);
-        assert_eq!(r.known(hash("d"), 0xdd), Known::Unanswered);
+        assert_eq!(r.known(&id("c"), 0xcc), Known::Answered);
+        assert_eq!(r.known(&id("d"), 0xdd), Known::Unanswered);
+    }
+
+    /// Issue 20: a forged or foreign line that claims success without an answer, or with an
+    /// exit code that contradicts it, never marks a job as done.
+    #[test]
+    fn a_success_needs_an_answer_and_a_consistent_exit_code() {
+        let forged = [
+            r#"{"id":"g3","ok":true,"exit_code":2,"input_hash":"0000000000000000"}"#,
+            r#"{"id":"g3","ok":true,"exit_code":0,"input_hash":"0000000000000000"}"#,
+            r#"{"id":"g3","ok":true,"exit_code":0,"input_hash":"0000000000000000","answer":null}"#,
+            r#"{"id":"g3","ok":true,"exit_code":0,"input_hash":"0000000000000000","answer":"  "}"#,
+            r#"{"id":"g3","ok":true,"exit_code":0,"input_hash":"0000000000000000","answer":7}"#,
+            r#"{"id":"g3","ok":true,"input_hash":"0000000000000000","answer":"x"}"#,
+            r#"{"id":"g3","ok":false,"exit_code":0,"input_hash":"0000000000000000"}"#,
+        ];
+        for line in forged {
+            let mut r = Recorded::default();
+            r.apply(line.as_bytes());
+            assert_eq!(r.answered(), 0, "{line}");
+            assert_eq!(r.malformed, 1, "{line}");
+        }
     }
 
     fn ledger_file(content: &[u8]) -> (tempfile::TempDir, std::path::PathBuf) {
@@ -253,24 +340,40 @@ mod tests {
         (dir, path)
     }
 
+    const GOOD: &[u8] =
+        b"{\"id\":\"a\",\"ok\":true,\"exit_code\":0,\"input_hash\":\"00000000000000aa\",\"answer\":\"x\"}\n";
+
     #[test]
     fn a_torn_tail_is_cut_and_a_whole_file_is_left_alone() {
-        let good = b"{\"id\":\"a\",\"ok\":true,\"input_hash\":\"00000000000000aa\"}\n";
-        let (_d, path) = ledger_file(&[&good[..], b"{\"id\":\"b\",\"ok\":tr"].concat());
+        let good = GOOD;
+        let (_d, path) = ledger_file(&[good, b"{\"id\":\"b\",\"ok\":tr"].concat());
         let l = open(&path, true).unwrap();
-        assert_eq!(l.cut, Some(17));
+        assert_eq!(l.tail, Some(Tail::Cut(17)));
         assert_eq!(l.recorded.as_ref().unwrap().answered(), 1);
         assert_eq!(l.recorded.as_ref().unwrap().malformed, 0);
         drop(l);
         assert_eq!(std::fs::read(&path).unwrap(), good);
         let l = open(&path, false).unwrap();
-        assert_eq!(l.cut, None);
+        assert_eq!(l.tail, None);
         assert!(l.recorded.is_none());
         drop(l);
         // A file that is one torn line, longer than a scan chunk.
         let (_d, path) = ledger_file(&vec![b'x'; 200_000]);
-        assert_eq!(open(&path, false).unwrap().cut, Some(200_000));
+        assert_eq!(open(&path, false).unwrap().tail, Some(Tail::Cut(200_000)));
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+    }
+
+    /// Issue 20: a complete last result that only lacks its newline (an editor or a script
+    /// rewrote the file) is kept and gets its newline; its job is not paid for again.
+    #[test]
+    fn a_complete_last_result_without_its_newline_is_kept() {
+        let last = &GOOD[..GOOD.len() - 1];
+        let (_d, path) = ledger_file(&[GOOD, last].concat());
+        let l = open(&path, true).unwrap();
+        assert_eq!(l.tail, Some(Tail::Completed));
+        assert_eq!(l.recorded.as_ref().unwrap().answered(), 1);
+        drop(l);
+        assert_eq!(std::fs::read(&path).unwrap(), [GOOD, GOOD].concat());
     }
 
     #[test]

@@ -91,11 +91,15 @@ pub async fn run(
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     if let Some(l) = &ledger {
-        if let Some(bytes) = l.cut {
-            output::error_line(&format!(
+        match l.tail {
+            Some(ledger::Tail::Cut(bytes)) => output::error_line(&format!(
                 "--output {output_name}: cut off a torn last line ({bytes} bytes without a \
                  newline, left by an interrupted run)"
-            ));
+            )),
+            Some(ledger::Tail::Completed) => output::error_line(&format!(
+                "--output {output_name}: the last result lacked its newline; added it"
+            )),
+            None => {}
         }
         if let Some(r) = l.recorded.as_ref().filter(|r| r.malformed > 0) {
             output::error_line(&format!(

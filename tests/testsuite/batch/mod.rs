@@ -4,4 +4,5 @@
 mod durable;
 mod jobs;
 mod recipes;
+mod record_integrity;
 mod running;
