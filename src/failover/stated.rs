@@ -681,3 +681,7 @@ fn chinese_delay(b: &[u8], at: usize) -> Option<(u64, usize)> {
 #[cfg(test)]
 #[path = "stated_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "stated_props.rs"]
+mod props;
