@@ -1,5 +1,5 @@
 //! Stated reset times (`stated.rs`): each form exactly, the China rule whatever the machine's
-//! zone, the bounds, invalid dates and huge numbers.
+//! zone, the bounds, invalid dates, huge numbers, and the corpus in `fixtures/errors`.
 
 use super::*;
 
@@ -513,4 +513,145 @@ fn form_names() {
     assert_eq!(Form::Zoned.as_str(), "zoned");
     assert_eq!(Form::ChinaLocal.as_str(), "china-local");
     assert_eq!(Form::Relative.as_str(), "relative");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The corpus
+
+/// What a fixture's file name says it states (see `fixtures/errors/README.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Named {
+    Nothing,
+    /// `…-reset-YYYYMMDDTHHMMSSZ.txt`: this instant, unix ms.
+    At(u64),
+    /// `…-reset-in-<delay>.txt`: this long after now, ms.
+    In(u64),
+}
+
+/// Parses the name independently of the code under test (only the calendar is shared, and it
+/// is checked against `timefmt` above).
+fn named(file: &str) -> Result<Named, String> {
+    let stem = file.strip_suffix(".txt").ok_or("not .txt")?;
+    let Some(i) = stem.rfind("-reset-") else {
+        return Ok(Named::Nothing);
+    };
+    let when = &stem[i + "-reset-".len()..];
+    if let Some(delay) = when.strip_prefix("in-") {
+        return compact_delay(delay).map(Named::In);
+    }
+    let b = when.as_bytes();
+    if b.len() != 16 || b[8] != b'T' || b[15] != b'Z' {
+        return Err(format!("{when}: expected YYYYMMDDTHHMMSSZ"));
+    }
+    let num =
+        |r: std::ops::Range<usize>| when[r].parse::<i64>().map_err(|e| format!("{when}: {e}"));
+    let (y, mo, d) = (num(0..4)?, num(4..6)?, num(6..8)?);
+    let (h, mi, s) = (num(9..11)?, num(11..13)?, num(13..15)?);
+    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s;
+    Ok(Named::At(
+        u64::try_from(secs * 1000).map_err(|e| e.to_string())?,
+    ))
+}
+
+/// `20m30s`, `1s`, `37467ms`, `14m35s40ms`: digits then `d`, `h`, `m`, `s` or `ms`, repeated.
+fn compact_delay(s: &str) -> Result<u64, String> {
+    let mut rest = s;
+    let mut total = 0;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let n: u64 = rest[..digits]
+            .parse()
+            .map_err(|_| format!("{s}: a number"))?;
+        rest = &rest[digits..];
+        let (unit, len) = if rest.starts_with("ms") {
+            (1, 2)
+        } else {
+            match rest.as_bytes().first() {
+                Some(b's') => (1000, 1),
+                Some(b'm') => (60_000, 1),
+                Some(b'h') => (3_600_000, 1),
+                Some(b'd') => (86_400_000, 1),
+                _ => return Err(format!("{s}: a unit")),
+            }
+        };
+        total += n * unit;
+        rest = &rest[len..];
+    }
+    Ok(total)
+}
+
+#[test]
+fn fixture_names_parse() {
+    assert_eq!(named("quota-x.txt"), Ok(Named::Nothing));
+    assert_eq!(
+        named("quota-zai-1310-weekly-reset-20261201T194354Z.txt"),
+        Ok(Named::At(ZAI_1310))
+    );
+    assert_eq!(
+        named("rate_limit-openai-reset-in-20m30s.txt"),
+        Ok(Named::In(1_230_000))
+    );
+    assert_eq!(
+        named("rate_limit-groq-reset-in-14m35s40ms.txt"),
+        Ok(Named::In(875_040))
+    );
+    assert!(named("quota-x-reset-2026-12-01.txt").is_err());
+    assert!(named("quota-x-reset-in-5y.txt").is_err());
+}
+
+/// Every fixture states the reset its name says, and nothing else: an instant is read from an
+/// hour before it (and not at it, nor from more than eight days before); a delay is read at a
+/// fixed now; a fixture naming no reset states no time at all, believable or not.
+#[test]
+fn fixtures_state_the_resets_their_names_say() {
+    const HOUR: u64 = 3_600_000;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/errors");
+    let mut entries: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .collect();
+    entries.sort();
+    let mut failures = Vec::new();
+    let mut stating = 0;
+    for path in &entries {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let raw = std::fs::read_to_string(path).unwrap();
+        let message = raw.strip_suffix('\n').unwrap_or(&raw);
+        let mut fail = |what: String| failures.push(format!("{name}: {what}"));
+        match named(&name) {
+            Err(e) => fail(e),
+            Ok(Named::Nothing) => {
+                // Not even one beyond belief.
+                if let Some(c) = latest(head(message, MAX_SCANNED), u128::from(NOW)) {
+                    let quoted = quote(message, c.start, c.end);
+                    fail(format!("names no reset, states {quoted:?}"));
+                }
+            }
+            Ok(Named::At(at)) => {
+                stating += 1;
+                match stated_reset(message, at - HOUR) {
+                    Some(s) if s.at_ms == at && s.form != Form::Relative => {}
+                    other => fail(format!("expected {at}, read {other:?}")),
+                }
+                if let Some(s) = stated_reset(message, at) {
+                    fail(format!("believed at its own instant: {s:?}"));
+                }
+                if let Some(s) = stated_reset(message, at - MAX_AHEAD_MS - 1) {
+                    fail(format!("believed more than 8 days ahead: {s:?}"));
+                }
+            }
+            Ok(Named::In(ms)) => {
+                stating += 1;
+                match stated_reset(message, NOW) {
+                    Some(s) if s.at_ms == NOW + ms && s.form == Form::Relative => {}
+                    other => fail(format!("expected now + {ms} ms, read {other:?}")),
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(stating >= 20, "expected a real corpus, found {stating}");
 }
