@@ -10,5 +10,6 @@ pub mod machine;
 pub mod reopen;
 mod start;
 mod state;
+pub mod stated;
 
 pub use machine::{Action, Attempt, Config, Machine, Note, Options, Outcome};
