@@ -410,3 +410,7 @@ mod tests;
 #[cfg(test)]
 #[path = "lease_tests.rs"]
 mod lease_tests;
+
+#[cfg(test)]
+#[path = "record_props.rs"]
+mod props;
