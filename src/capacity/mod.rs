@@ -414,3 +414,6 @@ mod lease_tests;
 #[cfg(test)]
 #[path = "record_props.rs"]
 mod props;
+
+#[cfg(test)]
+mod sim;
