@@ -14,6 +14,7 @@
 pub mod agent;
 pub mod attach;
 pub mod batch;
+pub mod capacity;
 pub mod catalog;
 pub mod cli;
 pub mod clock;
