@@ -1028,3 +1028,4 @@ mod fake_llm_ext;
 mod fake_pi_scenarios;
 mod output_helpers;
 mod redis_server;
+mod resp_proxy;
