@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::io::ErrorKind;
 
 use crate::support::redis::{encode_command, read_resp};
-use crate::support::resp_proxy::{Frame, Framer, Side};
+use crate::support::resp_proxy::{Frame, Framer, MAX_PENDING, Side};
 use proptest::prelude::*;
 
 use super::*;
@@ -396,6 +396,33 @@ fn resp_proxy_malformed_input_gets_redis_own_answer() {
     let mut c = RedisConn::tcp(proxy.addr(), IO).unwrap();
     c.auth(server.password()).unwrap();
     assert_eq!(c.cmd(&["PING"]).unwrap(), Resp::Simple("PONG".into()));
+}
+
+#[test]
+fn resp_proxy_stops_reading_a_client_that_never_reads() {
+    let server = RedisServer::start();
+    let proxy = RespProxy::start_for_url(&server.url());
+    let mut raw = Raw::connect(&proxy);
+    raw.send(&[&["AUTH", server.password()]]);
+    assert_eq!(raw.reply(), Resp::ok());
+    // Twice the pending bound of inline PINGs while replies are held: the proxy takes the first
+    // MAX_PENDING and then leaves the rest in the kernel's buffers (bounded memory).
+    proxy.set_fault(RespFault::Hang);
+    let n = 2 * MAX_PENDING;
+    raw.w.write_all(&b"PING\r\n".repeat(n)).unwrap();
+    // Taken in: MAX_PENDING awaiting replies, plus the one whose reply Redis sent first (held
+    // by Hang, so no longer pending).
+    let bound = MAX_PENDING as u64 + 1;
+    assert_eq!(proxy.wait_commands("PING", bound, IO), bound);
+    // Nothing more is read while the queue is full (a bounded look for growth, not a sync).
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(proxy.commands("PING"), bound);
+    // Released, every reply arrives, in order, and the rest of the commands are read.
+    proxy.set_fault(RespFault::Pass);
+    for i in 0..n {
+        assert_eq!(raw.reply(), Resp::Simple("PONG".into()), "reply {i}");
+    }
+    assert_eq!(proxy.commands("PING"), n as u64);
 }
 
 // ---------------------------------------------------------------------------------------------

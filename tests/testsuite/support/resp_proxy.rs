@@ -67,7 +67,7 @@ const MAX_DEPTH: usize = 64;
 /// Bytes of a command name kept.
 const MAX_NAME: usize = 32;
 /// Commands awaiting their replies on one connection before the client is no longer read.
-const MAX_PENDING: usize = 10_000;
+pub const MAX_PENDING: usize = 10_000;
 /// Distinct command names counted; later ones are counted as [`OTHER`].
 const MAX_NAMES: usize = 256;
 /// The name the commands beyond [`MAX_NAMES`] are counted under.
@@ -684,10 +684,11 @@ fn pump_commands(
             match framer.advance(&buf[off..n]) {
                 Ok((used, frame)) => {
                     if let Some(Frame::Command(name)) = frame {
-                        shared.count_command(&name);
-                        if !enqueue(pending, name, shared, dead) {
+                        // Counted once taken in, so a blocked client's backlog is not counted.
+                        if !enqueue(pending, name.clone(), shared, dead) {
                             return;
                         }
+                        shared.count_command(&name);
                     }
                     off += used;
                 }
