@@ -1,8 +1,9 @@
 //! Tests of the test rig itself: provisioning, the fake LLM at the HTTP level, and the fake LLM
 //! driven by REAL Pi (0.84.4 and 1.6.0) over `pi --mode rpc` — without the project binary.
-//! In tests/rig/: the fake LLM's keys/usage/costs/delays (also through real Pi), the fake Pi's
-//! scenarios (checked against real Pi where they imitate it), the real Redis and the black
-//! hole, and `Output`'s assertion helpers.
+//! In tests/rig/: the fake LLM's keys/usage/costs/delays (also through real Pi), its concurrency
+//! caps, vendor quota/capacity bodies and key echoes (also through real Pi), the fake Pi's
+//! scenarios (checked against real Pi where they imitate it), the real Redis, the RESP proxy in
+//! front of it and the black hole, and `Output`'s assertion helpers.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -1024,7 +1025,9 @@ fn harness_run_command_and_markers() {
 // ---------------------------------------------------------------------------------------------
 // The rig's extensions, one file each (modules of this test crate, under tests/rig/).
 
+mod fake_llm_capacity;
 mod fake_llm_ext;
 mod fake_pi_scenarios;
 mod output_helpers;
 mod redis_server;
+mod resp_proxy;

@@ -13,13 +13,18 @@
 //! * Every 4xx/5xx answer carries `Connection: close` and the connection is closed (Pi's next
 //!   request on a reused connection after an error was observed to go out late).
 //! * Every chat request is recorded ([`Request`]); see [`FakeLlm::requests`].
+//! * Per-route concurrency caps answer over-cap requests at once with a real vendor's 429
+//!   ([`FakeLlm::set_concurrency_cap`], `fake_llm/capacity.rs`); in-flight counts and maxima are
+//!   kept for every route. Real vendors' quota-window, capacity and key-echo bodies are in
+//!   [`bodies`] (`fake_llm/bodies.rs`).
 //! * Dropping the [`FakeLlm`] stops the server; hanging/stalled handlers end within ~0.1 s.
 //! * Keys, usage, costs: providers carry their own `apiKey` (literal or `$ENV`,
 //!   [`ProviderSpec::api_key`]); the `EchoKey401*` behaviours quote the key a request carried;
 //!   every usage chunk sent is recorded ([`Request::usage_sent`]); models can have prices
 //!   ([`ModelSpec::cost`]) so Pi reports a cost.
 //! * Layout: this file scripts and records; `fake_llm/wire.rs` reads HTTP and writes answers;
-//!   `fake_llm/models_json.rs` writes Pi's config files.
+//!   `fake_llm/models_json.rs` writes Pi's config files; `fake_llm/capacity.rs` caps
+//!   concurrency; `fake_llm/bodies.rs` holds the vendors' bodies.
 
 // Also compiled into the benches and the demo (by `#[path]`), which use only part of it.
 #![allow(dead_code, clippy::disallowed_methods)]
@@ -92,6 +97,14 @@ pub enum Behaviour {
     EchoKey401,
     /// Like `EchoKey401` with a Chinese message (Zhipu-style code "1000"): `身份验证失败：API Key 无效：<KEY>`.
     EchoKey401Chinese,
+    /// `status` with an OpenAI-style `invalid_api_key` body whose message is `template` with
+    /// every `{key}` replaced by the request's key (found as for `EchoKey401`) as `echo` quotes
+    /// it; constructors for real wordings: [`Behaviour::echo_key_unauthorized`] and friends.
+    EchoKeyWith {
+        status: u16,
+        template: String,
+        echo: KeyEcho,
+    },
     /// Like `Text` but the usage chunk reports these token counts (total = their sum).
     TextWithUsage {
         text: String,
@@ -219,6 +232,9 @@ pub struct Request {
     pub at: Instant,
     /// The raw JSON body (`Value::Null` if it did not parse).
     pub body: Value,
+    /// Answered at once with the route's capacity body because its concurrency cap was reached
+    /// ([`FakeLlm::set_concurrency_cap`]); `behaviour` is then that `Status`.
+    pub rejected_for_capacity: bool,
 }
 
 impl Request {
@@ -276,6 +292,7 @@ struct State {
     requests: Vec<Request>,
     hang_limit: Duration,
     next_seq: u64,
+    capacity: capacity::Capacity,
 }
 
 struct Shared {
@@ -330,6 +347,7 @@ impl FakeLlm {
                 requests: Vec::new(),
                 hang_limit: Duration::from_secs(60),
                 next_seq: 0,
+                capacity: Default::default(),
             }),
             state_cv: Condvar::new(),
             stop: Mutex::new(false),
@@ -476,12 +494,17 @@ pub fn closed_port() -> u16 {
         .1
 }
 
+#[path = "fake_llm/bodies.rs"]
+pub mod bodies;
+#[path = "fake_llm/capacity.rs"]
+mod capacity;
 #[path = "fake_llm/models_json.rs"]
 mod models_json;
 #[path = "fake_llm/wire.rs"]
 mod wire;
 
 // The API of this module for test crates; a bench or example including this file uses a part.
+pub use bodies::KeyEcho;
 #[allow(unused_imports)]
 pub use models_json::{
     ApiKey, Endpoint, ModelSpec, ProviderSpec, models_json, write_models_json, write_settings_json,
@@ -567,22 +590,19 @@ fn serve(
         .unwrap_or("")
         .to_string();
     let is_chat = path_only.ends_with("/chat/completions");
+    // Held until the answer is written: the request is in flight on its route till then.
+    let mut _slot = None;
+    let mut rejected_for_capacity = false;
     let behaviour = if is_chat {
-        let mut st = shared.state();
-        let default = st.default.clone();
-        let key = (route.clone(), model.clone());
-        let key = if st.scripts.contains_key(&key) {
-            key
-        } else {
-            (route.clone(), "*".to_string())
-        };
-        match st.scripts.get_mut(&key) {
-            Some(s) => {
-                let b = s.list[s.next.min(s.list.len() - 1)].clone();
-                s.next += 1;
-                b
+        match capacity::admit(shared, &route) {
+            Ok(slot) => {
+                _slot = Some(slot);
+                next_behaviour(shared, &route, &model)
             }
-            None => default,
+            Err((status, body)) => {
+                rejected_for_capacity = true;
+                Behaviour::Status(status, body)
+            }
         }
     } else {
         Behaviour::Status(
@@ -622,6 +642,7 @@ fn serve(
             req_on_conn,
             at: Instant::now(),
             body,
+            rejected_for_capacity,
         });
         (seq, st.hang_limit)
     };
@@ -635,6 +656,25 @@ fn serve(
         seq,
     };
     act(stream, &behaviour, &ctx)
+}
+
+/// The next scripted behaviour for `model` on `route` (advancing its script), else the default.
+fn next_behaviour(shared: &Shared, route: &str, model: &str) -> Behaviour {
+    let mut st = shared.state();
+    let key = (route.to_string(), model.to_string());
+    let key = if st.scripts.contains_key(&key) {
+        key
+    } else {
+        (route.to_string(), "*".to_string())
+    };
+    match st.scripts.get_mut(&key) {
+        Some(s) => {
+            let b = s.list[s.next.min(s.list.len() - 1)].clone();
+            s.next += 1;
+            b
+        }
+        None => st.default.clone(),
+    }
 }
 
 /// What an answer needs besides its behaviour.
@@ -702,6 +742,20 @@ fn act(stream: &mut TcpStream, b: &Behaviour, ctx: &Ctx<'_>) -> bool {
             401,
             &json!({"error": {"code": "1000", "message": format!("身份验证失败：API Key 无效：{}", ctx.key)}})
                 .to_string(),
+            &[],
+        ),
+        Behaviour::EchoKeyWith {
+            status,
+            template,
+            echo,
+        } => send_json(
+            stream,
+            *status,
+            &err_body(
+                &template.replace(bodies::KEY, &echo.apply(ctx.key)),
+                "invalid_request_error",
+                Some("invalid_api_key"),
+            ),
             &[],
         ),
         Behaviour::Status401 => send_json(

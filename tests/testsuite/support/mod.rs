@@ -1,6 +1,7 @@
 //! Integration-test support: Pi provisioning ([`pi_env`]), the fake LLM ([`fake_llm`]), a real
-//! Redis ([`redis`]), listeners that never answer ([`blackhole`]) and a harness ([`TestEnv`],
-//! [`Output`]) that runs the project's binary in an isolated environment.
+//! Redis ([`redis`]) and a fault-injecting proxy for it ([`resp_proxy`]), listeners that never
+//! answer ([`blackhole`]) and a harness ([`TestEnv`], [`Output`]) that runs the project's binary
+//! in an isolated environment.
 //!
 //! Test modules use it with `use crate::support::*;`.
 
@@ -10,6 +11,7 @@ pub mod fake_llm;
 pub mod fake_pi;
 pub mod pi_env;
 pub mod redis;
+pub mod resp_proxy;
 
 /// One `#[test]` per Pi version (`pi_min::NAME`, `pi_newest::NAME`) for each scenario function
 /// `fn NAME(version: &str)` of the test crate. Needs `#[macro_use] mod support;`.
@@ -22,11 +24,12 @@ macro_rules! both_versions {
 
 pub use blackhole::BlackHole;
 pub use fake_llm::{
-    Behaviour, DEFAULT_TEXT, FakeLlm, Image, ModelSpec, ProviderSpec, Request, TEXT_USAGE,
-    TOOL_USAGE, closed_port, models_json, write_models_json, write_settings_json,
+    Behaviour, DEFAULT_TEXT, FakeLlm, Image, KeyEcho, ModelSpec, ProviderSpec, Request, TEXT_USAGE,
+    TOOL_USAGE, bodies, closed_port, models_json, write_models_json, write_settings_json,
 };
 pub use pi_env::{PI_MIN, PI_NEWEST, PiInstall, pi};
 pub use redis::{RedisConn, RedisServer, Resp, redis_cmd, redis_server_bin, try_redis_cmd};
+pub use resp_proxy::{RespFault, RespProxy};
 
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
