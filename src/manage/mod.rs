@@ -159,12 +159,12 @@ pub async fn run(
             finish_update(res, &format!("disabled {target}\n"), json)
         }
         Mode::Reset(target) => {
-            let res = store.update(now, &mut |h| match target {
-                Target::All => *h = Health::default(),
-                Target::Model(m) => {
+            let res = match target {
+                Target::All => store.reset_all(now),
+                Target::Model(m) => store.update(now, &mut |h| {
                     h.models.remove(m);
-                }
-            });
+                }),
+            };
             finish_update(res, &format!("reset {target}\n"), json)
         }
         Mode::Doctor => {

@@ -46,6 +46,12 @@ pub trait HealthStore: Send {
         now_ms: u64,
         edit: &mut dyn FnMut(&mut Health),
     ) -> Result<Loaded, StoreError>;
+    /// `--reset all`: forgets everything this store holds. The recovery command must work on
+    /// a store in any state, so stores override this to delete what is theirs without reading
+    /// it first (a key of the wrong type, a record that does not parse).
+    fn reset_all(&mut self, now_ms: u64) -> Result<Loaded, StoreError> {
+        self.update(now_ms, &mut |h| *h = Health::default())
+    }
     /// `--doctor`'s checks of this store (reachable, writable, readable).
     fn diagnose(&mut self, now_ms: u64) -> Vec<Check>;
     /// The models Pi lists now (`provider/id`): when the store must drop records to stay

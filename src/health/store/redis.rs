@@ -447,6 +447,12 @@ impl HealthStore for RedisStore {
         self.load_all(now_ms)
     }
 
+    fn reset_all(&mut self, now_ms: u64) -> Result<Loaded, StoreError> {
+        // Whatever type each key has: a wrong-typed index set would make any read fail.
+        self.wipe()?;
+        self.load_all(now_ms)
+    }
+
     fn diagnose(&mut self, now_ms: u64) -> Vec<Check> {
         let mut checks = vec![Check::new("health store", true, self.location())];
         let addr = self.addr_text();

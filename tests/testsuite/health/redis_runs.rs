@@ -449,3 +449,31 @@ fn rediss_urls_use_tls_and_verify_the_certificate() {
         assert!(!out.stdout.contains(&server.password) && !out.stderr.contains(&server.password));
     }
 }
+
+/// Issue 20: `--reset all` is the recovery command, so it works whatever state the keys are
+/// in: an index set overwritten as a string (any read fails with WRONGTYPE) and a record that
+/// became a list are deleted with everything else under the prefix. Keys of other prefixes
+/// are left alone.
+#[test]
+fn reset_all_deletes_what_is_ours_whatever_its_type() {
+    let server = RedisServer::start();
+    let mut env = TestEnv::new(PI_MIN, &providers());
+    env.llm.script("a", "m", vec![Behaviour::Status402]);
+    env.run(run_args(&server.url(), "hello")).assert_success();
+    redis_cmd(&server, &["SET", &format!("{PREFIX}v1:idx:models"), "oops"]);
+    redis_cmd(&server, &["DEL", &format!("{PREFIX}v1:rec:provider:prov-a")]);
+    redis_cmd(
+        &server,
+        &["LPUSH", &format!("{PREFIX}v1:rec:provider:prov-a"), "x"],
+    );
+    redis_cmd(&server, &["SET", "someone-else:key", "keep"]);
+    env.env("CCSWITCH_HEALTH_URL", server.url());
+    let out = env.run(["--reset", "all"]);
+    out.assert_success().assert_stdout_eq("reset all\n");
+    assert!(keys(&server).is_empty(), "{:?}", keys(&server));
+    assert_eq!(
+        redis_cmd(&server, &["GET", "someone-else:key"]).as_str(),
+        Some("keep")
+    );
+    env.run(["--status"]).assert_success();
+}
