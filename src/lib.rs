@@ -106,6 +106,9 @@ fn fallible(inv: &cli::Invocation) -> anyhow::Result<Exit> {
     for note in &prepared.notes {
         output::error_line(note);
     }
+    if let Some(warning) = prepared.empty_warning() {
+        output::error_line(&warning);
+    }
     let settings = settings::load(inv.health_url.as_deref())?;
     secrets::register(&settings);
     if let Some(w) = &settings.pi_warning {

@@ -28,6 +28,38 @@ pub struct Prepared {
     pub text_files: usize,
     /// One line per image that had to be re-encoded (for stderr).
     pub notes: Vec<String>,
+    /// The attachments that were empty (or held only a BOM), in order: skipped, as the old
+    /// runner did, but never silently (see [`Prepared::empty_warning`]).
+    pub empty: Vec<String>,
+}
+
+impl Prepared {
+    /// The stderr warning of a single run with empty attachments (the drop-in behaviour sends
+    /// the rest anyway).
+    pub fn empty_warning(&self) -> Option<String> {
+        (!self.empty.is_empty()).then(|| {
+            format!(
+                "warning: {} empty; nothing of {} was sent",
+                names_are(&self.empty),
+                if self.empty.len() == 1 { "it" } else { "them" }
+            )
+        })
+    }
+
+    /// A batch job whose attachments were all empty: the model would get only the prompt and
+    /// answer it about nothing, confidently (exit 2, nothing sent).
+    pub fn nothing_to_send(&self, attachments: usize) -> Option<String> {
+        (attachments > 0 && self.empty.len() == attachments)
+            .then(|| format!("{} empty: nothing to send", names_are(&self.empty)))
+    }
+}
+
+/// `a.md is` / `a.md, b.md are`.
+fn names_are(names: &[String]) -> String {
+    match names {
+        [one] => format!("{one} is"),
+        many => format!("{} are", many.join(", ")),
+    }
 }
 
 /// The `@` argument that reads standard input.
@@ -84,6 +116,7 @@ pub fn prepare(files: &[String], prompt: &str, stdin: Stdin) -> Result<Prepared,
     let mut blocks = Vec::new();
     let mut images = Vec::new();
     let mut notes = Vec::new();
+    let mut empty = Vec::new();
     for file in files {
         let from_stdin = file == STDIN;
         let abs = if from_stdin {
@@ -139,8 +172,9 @@ pub fn prepare(files: &[String], prompt: &str, stdin: Stdin) -> Result<Prepared,
                         ),
                     })
                 })?;
-                if let Some(block) = block {
-                    blocks.push(block);
+                match block {
+                    Some(block) => blocks.push(block),
+                    None => empty.push(crate::redact::printable(&name)),
                 }
             }
         }
@@ -150,6 +184,7 @@ pub fn prepare(files: &[String], prompt: &str, stdin: Stdin) -> Result<Prepared,
         text_files: blocks.len(),
         images,
         notes,
+        empty,
     })
 }
 
@@ -218,6 +253,16 @@ fn read_stdin(stdin: Stdin) -> Result<Vec<u8>, Problem> {
         ));
     }
     let input = std::io::stdin();
+    if stdin_is_closed() {
+        return Err(problem(
+            "nothing piped in",
+            Some(
+                "@- reads standard input, but it is closed or /dev/null; pipe the text in, \
+                 e.g. `git diff | pi-ccswitch-run \"review this\" @-`"
+                    .to_string(),
+            ),
+        ));
+    }
     if input.is_terminal() {
         return Err(problem(
             "nothing piped in",
@@ -225,6 +270,24 @@ fn read_stdin(stdin: Stdin) -> Result<Vec<u8>, Problem> {
         ));
     }
     read_bounded(input.lock(), "cannot read standard input")
+}
+
+/// Standard input is closed (`<&-`) or `/dev/null`. Rust's runtime puts `/dev/null` on a
+/// closed descriptor 0 before `main`, and reading it gives nothing, silently: `@-` would
+/// attach nothing and the model would answer about nothing.
+fn stdin_is_closed() -> bool {
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+    let Ok(null) = fs::metadata("/dev/null") else {
+        return false;
+    };
+    // SAFETY: fstat on descriptor 0 into a zeroed struct of the right type.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(0, &raw mut st) } != 0 {
+        return true;
+    }
+    null.file_type().is_char_device()
+        && (st.st_mode & libc::S_IFMT) == libc::S_IFCHR
+        && st.st_rdev == null.rdev()
 }
 
 /// Reads at most one byte past the limit, so an endless source costs bounded memory and time.

@@ -315,7 +315,10 @@ async fn prepare(
         attach::prepare(&files, &prompt, attach::Stdin::Refused)
     });
     match tokio::time::timeout_at(deadline.into(), reading).await {
-        Ok(Ok(Ok(p))) => Ok(p),
+        Ok(Ok(Ok(p))) => match p.nothing_to_send(spec.files.len()) {
+            Some(why) => Err(Report::failed(Exit::Error, why)),
+            None => Ok(p),
+        },
         Ok(Ok(Err(e))) => Err(Report::failed(Exit::Error, e.to_string())),
         Ok(Err(e)) => Err(Report::failed(
             Exit::Error,

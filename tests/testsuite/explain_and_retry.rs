@@ -101,6 +101,52 @@ fn stdin_on_a_terminal_is_a_usage_error_and_no_stdin_is_never_read() {
     );
 }
 
+/// Issue 20: `@-` with standard input closed (`<&-`) or `/dev/null` is an error (it attached
+/// nothing, silently, and the model answered about nothing); an empty pipe is attached as
+/// nothing with a warning (the drop-in behaviour for empty files).
+#[test]
+fn a_closed_stdin_is_an_error_and_an_empty_one_warns() {
+    let env = TestEnv::new(PI_NEWEST, &providers());
+    let args = [
+        "--no-tools",
+        "--provider",
+        "fake-a",
+        "--model",
+        "m",
+        "summarise",
+        "@-",
+    ];
+    let line = env.shell_line(args);
+    for redirect in ["<&-", "</dev/null"] {
+        let sh = env.other_cmd("sh", ["-c", &format!("exec {line} {redirect}")]);
+        run_command(sh, None, RUN_TIMEOUT).assert_fails_with(
+            2,
+            "nothing piped in: stdin (@- reads standard input, but it is closed or /dev/null",
+        );
+    }
+    assert!(env.llm.requests().is_empty(), "nothing was sent");
+    let out = env.run_stdin(args, b"");
+    out.assert_success()
+        .assert_stderr_contains("warning: stdin is empty; nothing of it was sent");
+    // An empty file attachment warns the same way and the rest is sent.
+    let empty = env.cwd.join("empty.md");
+    std::fs::write(&empty, "").expect("empty file");
+    let at = format!("@{}", empty.display());
+    let out = env.run([
+        "--no-tools",
+        "--provider",
+        "fake-a",
+        "--model",
+        "m",
+        &at,
+        "summarise",
+    ]);
+    out.assert_success().assert_stderr_contains(&format!(
+        "warning: {} is empty; nothing of it was sent",
+        empty.display()
+    ));
+}
+
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -531,3 +531,47 @@ fn a_configuration_that_cannot_work_stops_the_batch_with_one_message() {
     }
     assert_eq!(env.llm.requests().len(), 0);
 }
+
+/// Issue 21: an empty report is not a prompt. A job whose attachments are all empty fails with
+/// exit 2 and sends nothing (the model would answer "Summarise this report" about nothing,
+/// confidently); a job with one empty and one real attachment runs with the real one.
+#[test]
+fn a_job_whose_attachments_are_all_empty_sends_nothing() {
+    let env = TestEnv::new(PI_NEWEST, &providers());
+    let empty = write_file(&env, "empty.md", "");
+    let bom_only = write_file(&env, "bom.md", "\u{feff}");
+    let real = write_file(&env, "real.md", "Q3 revenue grew.");
+    let jobs = [
+        json!({"id": "e", "prompt": "Summarise document 1.", "files": [&empty]}),
+        json!({"id": "e2", "prompt": "Summarise document 2.", "files": [&empty, &bom_only]}),
+        json!({"id": "r", "prompt": "Summarise document 3.", "files": [&empty, &real]}),
+    ]
+    .iter()
+    .map(|j| format!("{j}\n"))
+    .collect::<String>();
+    let out = batch_stdin(&env, &[], jobs.as_bytes());
+    out.assert_code(2);
+    let results = out.json_lines();
+    assert_eq!(results[0]["exit_code"], 2);
+    assert_eq!(
+        results[0]["error"],
+        format!("{empty} is empty: nothing to send")
+    );
+    assert_eq!(
+        results[1]["error"],
+        format!("{empty}, {bom_only} are empty: nothing to send")
+    );
+    assert_eq!(results[2]["ok"], true, "{}", out.dump());
+    let sent = env.llm.requests();
+    assert_eq!(
+        sent.len(),
+        1,
+        "only the job with a real attachment was sent"
+    );
+    assert!(
+        sent[0]
+            .last_user_text()
+            .is_some_and(|t| t.contains("Q3 revenue grew.")),
+        "{sent:?}"
+    );
+}

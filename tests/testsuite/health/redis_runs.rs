@@ -461,7 +461,10 @@ fn reset_all_deletes_what_is_ours_whatever_its_type() {
     env.llm.script("a", "m", vec![Behaviour::Status402]);
     env.run(run_args(&server.url(), "hello")).assert_success();
     redis_cmd(&server, &["SET", &format!("{PREFIX}v1:idx:models"), "oops"]);
-    redis_cmd(&server, &["DEL", &format!("{PREFIX}v1:rec:provider:prov-a")]);
+    redis_cmd(
+        &server,
+        &["DEL", &format!("{PREFIX}v1:rec:provider:prov-a")],
+    );
     redis_cmd(
         &server,
         &["LPUSH", &format!("{PREFIX}v1:rec:provider:prov-a"), "x"],
