@@ -12,14 +12,17 @@
 //! that lives as long as the run (the runtime's thread), never from a short-lived blocking-pool
 //! thread, or Pi would die when that thread retires.
 //!
-//! That signal reaches Pi only, not the commands its tools started (they are in Pi's group).
-//! So each Pi gets a tiny reaper: a `sh` in its own group that waits for EOF on a pipe only the
-//! runner holds. The runner's death closes the pipe and the reaper SIGKILLs Pi's group, which
-//! still exists then (its members keep the group id from being reused). A runner that ends
-//! normally stops Pi's group itself and kills the reaper first.
+//! That signal reaches Pi only, not the commands its tools started: Pi's bash tool runs them in
+//! a process group of their own, and a command may start a session of its own too. So Pi is
+//! started through a reaper (`reaper.rs`: our own binary, a child subreaper on Linux) that
+//! outlives a SIGKILLed runner and then kills everything below it. The runner holds the write
+//! end of the reaper's lifeline; its death (or `Agent` dropped) ends the lifeline. The reaper
+//! reports Pi's pid first, so the runner still signals Pi's group directly to stop it, and it
+//! exits as Pi did, so Pi's exit status reaches the runner unchanged.
 
 use std::ffi::OsString;
 use std::io::ErrorKind;
+use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -88,36 +91,17 @@ pub struct Agent {
     stderr: Arc<Mutex<Vec<u8>>>,
     stderr_task: Option<tokio::task::JoinHandle<()>>,
     warnings: tokio::sync::mpsc::UnboundedReceiver<String>,
+    /// Pi's process group (its pid: the reaper starts it as a group leader).
     pgid: Option<i32>,
-    /// Kills Pi's group if the runner dies without doing so (see the module doc).
-    reaper: Option<Child>,
+    /// The write end of the reaper's lifeline: closing it makes the reaper kill everything
+    /// below it (see the module doc).
+    lifeline: Option<OwnedFd>,
 }
 
 impl Agent {
-    /// Starts `program --mode rpc --no-session --no-extensions <extra…>`.
+    /// Starts `program --mode rpc --no-session --no-extensions <extra…>` (through the reaper).
     pub fn spawn(program: &OsString, extra: &[String]) -> Result<Agent, SpawnError> {
-        let mut cmd = Process::new(program);
-        cmd.args(BASE_ARGS)
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        die_with_parent(&mut cmd);
-        let mut child = cmd.spawn().map_err(|e| match e.kind() {
-            // ENOENT also comes back when the file exists but its `#!` interpreter does not.
-            ErrorKind::NotFound if std::path::Path::new(program).is_file() => SpawnError::Other(
-                program.clone(),
-                std::io::Error::new(
-                    ErrorKind::NotFound,
-                    "the interpreter in its #! line was not found (for Pi: is `node` on PATH?)",
-                ),
-            ),
-            ErrorKind::NotFound => SpawnError::NotFound(program.clone()),
-            _ => SpawnError::Other(program.clone(), e),
-        })?;
-        let pgid = child.id().and_then(|p| i32::try_from(p).ok());
+        let (mut child, pgid, lifeline) = spawn_through_reaper(program, extra)?;
         if let (Some(g), Ok(mut groups)) = (pgid, LIVE_GROUPS.lock()) {
             groups.push(g);
         }
@@ -161,7 +145,6 @@ impl Agent {
                 }
             })
         });
-        let reaper = pgid.and_then(spawn_reaper);
         Ok(Agent {
             child,
             stdin,
@@ -171,7 +154,7 @@ impl Agent {
             stderr_task,
             warnings,
             pgid,
-            reaper,
+            lifeline: Some(lifeline),
         })
     }
 
@@ -215,24 +198,47 @@ impl Agent {
     }
 
     /// Stops Pi: close stdin (Pi exits within milliseconds), then SIGTERM and SIGKILL to its
-    /// process group if it lingers, and reap it. Safe to call on an exited Pi.
+    /// process group if it lingers, then the lifeline (the reaper kills what is left), and
+    /// reap it. Safe to call on an exited Pi.
     pub async fn stop(&mut self, grace: Duration) {
         self.stdin = None;
+        // The reaper exits once Pi has and nothing of Pi's is left.
         if self.exit_status(grace).await.is_some() {
-            self.kill_group(libc::SIGKILL);
+            self.backstop_kill();
             return;
         }
         self.kill_group(libc::SIGTERM);
         if self
             .exit_status(Duration::from_millis(1500))
             .await
+            .is_some()
+        {
+            self.backstop_kill();
+            return;
+        }
+        self.kill_group(libc::SIGKILL);
+        self.lifeline = None;
+        if self
+            .exit_status(Duration::from_millis(1500))
+            .await
             .is_none()
         {
-            self.kill_group(libc::SIGKILL);
+            // A wedged reaper: the last resort.
             let _ = self.child.kill().await;
         }
-        // Children of Pi that ignored SIGTERM must not outlive the run.
-        self.kill_group(libc::SIGKILL);
+        self.backstop_kill();
+    }
+
+    /// Without a reaper, children of Pi that ignored SIGTERM are killed here.
+    fn backstop_kill(&self) {
+        if self.lifeline.is_none() && self.pgid.is_some_and(|g| Some(g) == self.direct_pid()) {
+            self.kill_group(libc::SIGKILL);
+        }
+    }
+
+    /// Pi's pid when Pi is our own child (no reaper could be started).
+    fn direct_pid(&self) -> Option<i32> {
+        self.child.id().and_then(|p| i32::try_from(p).ok())
     }
 
     fn kill_group(&self, signal: i32) {
@@ -247,36 +253,166 @@ impl Agent {
 
 impl Drop for Agent {
     fn drop(&mut self) {
-        // The reaper goes first: once Pi's group is gone its id may be reused.
-        if let Some(reaper) = self.reaper.as_mut() {
-            let _ = reaper.start_kill();
+        // Backstop for early returns and panics: no orphaned Pi, ever. Ending the lifeline
+        // makes the reaper kill Pi's group and everything below it.
+        self.lifeline = None;
+        if self.direct_pid().is_some() && self.pgid == self.direct_pid() {
+            self.kill_group(libc::SIGKILL);
         }
-        // Backstop for early returns and panics: no orphaned Pi, ever.
-        self.kill_group(libc::SIGKILL);
         if let (Some(g), Ok(mut groups)) = (self.pgid, LIVE_GROUPS.lock()) {
             groups.retain(|x| *x != g);
         }
     }
 }
 
-/// Starts the reaper of Pi's group `pgid` (see the module doc); `None` if `sh` cannot run,
-/// which costs only the tool commands' clean-up after a SIGKILLed runner.
-fn spawn_reaper(pgid: i32) -> Option<Child> {
-    Process::new("/bin/sh")
-        .args([
-            "-c",
-            "read -r _; kill -s KILL -- \"-$1\" 2>/dev/null",
-            "pi-ccswitch-run-reaper",
-        ])
-        .arg(pgid.to_string())
+/// How long the reaper may take to say it started Pi (a fork and an exec, normally
+/// milliseconds; a loaded machine may take longer).
+const REAPER_REPORT: Duration = Duration::from_secs(10);
+
+/// Starts Pi through the reaper (see the module doc): the reaper's process (whose pipes are
+/// Pi's), Pi's process group, and the lifeline's write end. Without a usable reaper (no
+/// `/proc/self/exe`, say), Pi is started directly and only its own group is stopped.
+fn spawn_through_reaper(
+    program: &OsString,
+    extra: &[String],
+) -> Result<(Child, Option<i32>, OwnedFd), SpawnError> {
+    let other = |e: std::io::Error| SpawnError::Other(program.clone(), e);
+    let (life_read, life_write) = cloexec_pipe().map_err(other)?;
+    let (status_read, status_write) = cloexec_pipe().map_err(other)?;
+    let mut cmd = Process::new(reaper_program());
+    cmd.arg0(crate::reaper::NAME)
+        .arg(crate::reaper::FLAG)
+        .arg("--")
+        .arg(program)
+        .args(BASE_ARGS)
+        .args(extra)
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         // Not in the terminal's group: a Ctrl-C meant for the runner must not end it.
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .ok()
+        // It must outlive us to do its job; tokio reaps it once it exits.
+        .kill_on_drop(false);
+    let (lr, sw) = (life_read.as_raw_fd(), status_write.as_raw_fd());
+    // SAFETY: only async-signal-safe calls (fcntl, dup2, close) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || place_reaper_fds(lr, sw));
+    }
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(_) => return spawn_directly(program, extra).map(|(c, g)| (c, g, life_write)),
+    };
+    drop(life_read);
+    drop(status_write);
+    let report = read_report(&status_read, REAPER_REPORT).map_err(other)?;
+    match crate::reaper::decode_status(&report) {
+        Some(Ok(pid)) => Ok((child, i32::try_from(pid).ok(), life_write)),
+        Some(Err(errno)) => Err(spawn_error(
+            program,
+            std::io::Error::from_raw_os_error(errno),
+        )),
+        None => Err(other(std::io::Error::other(
+            "the process that starts Pi did not report (is the machine out of processes?)",
+        ))),
+    }
+}
+
+/// Pi started as our own child, as before the reaper existed.
+fn spawn_directly(
+    program: &OsString,
+    extra: &[String],
+) -> Result<(Child, Option<i32>), SpawnError> {
+    let mut cmd = Process::new(program);
+    cmd.args(BASE_ARGS)
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    die_with_parent(&mut cmd);
+    let child = cmd.spawn().map_err(|e| spawn_error(program, e))?;
+    let pgid = child.id().and_then(|p| i32::try_from(p).ok());
+    Ok((child, pgid))
+}
+
+/// What a failed start of `program` means for the user.
+fn spawn_error(program: &OsString, e: std::io::Error) -> SpawnError {
+    match e.kind() {
+        // ENOENT also comes back when the file exists but its `#!` interpreter does not.
+        ErrorKind::NotFound if std::path::Path::new(program).is_file() => SpawnError::Other(
+            program.clone(),
+            std::io::Error::new(
+                ErrorKind::NotFound,
+                "the interpreter in its #! line was not found (for Pi: is `node` on PATH?)",
+            ),
+        ),
+        ErrorKind::NotFound => SpawnError::NotFound(program.clone()),
+        _ => SpawnError::Other(program.clone(), e),
+    }
+}
+
+/// This very binary, to run as the reaper (by `/proc/self/exe` on Linux, which works even
+/// when the file was replaced by an upgrade while we run).
+fn reaper_program() -> std::path::PathBuf {
+    if cfg!(target_os = "linux") {
+        return std::path::PathBuf::from("/proc/self/exe");
+    }
+    std::env::current_exe().unwrap_or_else(|_| std::path::PathBuf::from("pi-ccswitch-run"))
+}
+
+/// A pipe whose two ends are closed in every child we start (only the reaper gets its ends,
+/// placed explicitly): a reaper holding another reaper's lifeline would never see it end.
+fn cloexec_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [-1; 2];
+    // SAFETY: pipe2 into a two-element array; on success both descriptors are ours.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptors from pipe2, owned from here on.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// In the reaper's child before exec: the lifeline's read end on fd 3 and the status pipe's
+/// write end on fd 4, both without close-on-exec. Moved above 10 first, so neither number can
+/// clobber the other.
+fn place_reaper_fds(lifeline: i32, status: i32) -> std::io::Result<()> {
+    // SAFETY: fcntl, dup2 and close on descriptors of this (forked) process.
+    unsafe {
+        let a = libc::fcntl(lifeline, libc::F_DUPFD, 10);
+        let b = libc::fcntl(status, libc::F_DUPFD, 10);
+        if a < 0
+            || b < 0
+            || libc::dup2(a, crate::reaper::LIFELINE_FD) < 0
+            || libc::dup2(b, crate::reaper::STATUS_FD) < 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+        libc::close(a);
+        libc::close(b);
+    }
+    Ok(())
+}
+
+/// The reaper's one-line report, waited for at most `limit`.
+fn read_report(fd: &OwnedFd, limit: Duration) -> std::io::Result<String> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = i32::try_from(limit.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: poll over one valid pollfd.
+    if unsafe { libc::poll(&raw mut pfd, 1, ms) } <= 0 {
+        return Err(std::io::Error::other(
+            "the process that starts Pi did not report within 10 s",
+        ));
+    }
+    let mut buf = [0u8; 64];
+    // SAFETY: read into a local buffer from a descriptor we own.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    let n = usize::try_from(n).map_err(|_| std::io::Error::last_os_error())?;
+    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
 /// Asks the kernel to SIGKILL the child when the thread that spawns it (the runtime's thread,

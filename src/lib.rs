@@ -32,6 +32,7 @@ pub mod manage;
 pub mod news;
 pub mod output;
 pub mod pi_stderr;
+pub mod reaper;
 pub mod redact;
 pub mod registry;
 pub mod report;
@@ -50,6 +51,9 @@ use exit::Exit;
 
 /// The whole program after `main`: returns how to exit.
 pub fn run(args: Vec<OsString>) -> Exit {
+    if reaper::selected(&args) {
+        reaper::run(&args);
+    }
     let inv = match cli::parse(args) {
         Ok(cli::Parsed::Info(text)) => {
             return match output::stdout_text(&text) {

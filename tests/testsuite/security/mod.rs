@@ -1,6 +1,7 @@
 //! Hostile inputs and processes, secrets that must never leak, and running on untrusted
 //! documents.
 
+mod escaped_tools;
 mod inputs;
 mod planted_files;
 mod secrets;

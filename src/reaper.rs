@@ -1,0 +1,387 @@
+//! The reaper: a small process of our own between the runner and each Pi, so that nothing Pi
+//! starts outlives the runner, however the runner dies and whatever process group or session a
+//! tool command moves into.
+//!
+//! Why a process of its own: a SIGKILLed runner (the OOM killer, a Kubernetes or Slurm hard
+//! stop) runs no clean-up code, so whatever kills Pi's tools must be alive after the runner.
+//! Pi's bash tool runs its commands in a process group of their own (both Pi versions), so
+//! killing Pi's group misses them, and a prompt-injected `setsid sleep 1000 &` would escape any
+//! group. On Linux the reaper is a *child subreaper* (`PR_SET_CHILD_SUBREAPER`): every process
+//! Pi starts that loses its parent is re-parented to the reaper instead of to init, so the
+//! reaper can always find and kill them, in any group or session.
+//!
+//! Protocol (see `agent.rs` for the runner's side): the runner starts its own binary as
+//! `pi-ccswitch-run-reaper --pi-reaper -- PI ARGS…` with Pi's three pipes as its standard
+//! streams, the read end of a *lifeline* pipe on fd 3 (only the runner holds the write end)
+//! and the write end of a *status* pipe on fd 4. The reaper starts Pi (its own process group,
+//! the reaper's pipes as Pi's standard streams, killed if the reaper dies), reports Pi's pid —
+//! or why Pi could not start — on fd 4, and lets go of Pi's pipes. Then it waits for one of:
+//! - Pi exits: every remaining descendant is killed, and the reaper exits as Pi did (same code,
+//!   or the same signal), so the runner sees Pi's own exit status;
+//! - the lifeline ends (the runner is gone, or done with Pi): Pi's group and every descendant
+//!   are SIGKILLed, and the reaper exits.
+//!
+//! A signal the runner sends to Pi's group does not reach the reaper (its own group); SIGTERM,
+//! SIGINT and SIGHUP sent to the reaper itself are passed on to Pi's group.
+
+use std::ffi::OsString;
+use std::os::fd::{FromRawFd as _, RawFd};
+use std::os::unix::process::CommandExt as _;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// The argument that selects the reaper (first after the program name). Never a user flag.
+pub const FLAG: &str = "--pi-reaper";
+/// The reaper's `argv[0]`, as `ps` shows it.
+pub const NAME: &str = "pi-ccswitch-run-reaper";
+/// The read end of the lifeline.
+pub const LIFELINE_FD: RawFd = 3;
+/// The write end of the status pipe.
+pub const STATUS_FD: RawFd = 4;
+
+/// How long the final sweep keeps looking for descendants that are still being started.
+const SWEEP_LIMIT: Duration = Duration::from_secs(3);
+
+/// Whether this process was started as a reaper.
+pub fn selected(args: &[OsString]) -> bool {
+    args.get(1).is_some_and(|a| a == FLAG)
+}
+
+/// What the status pipe says: Pi's pid, or the `errno` of its failed start.
+pub fn encode_status(result: Result<u32, i32>) -> String {
+    match result {
+        Ok(pid) => format!("pid {pid}\n"),
+        Err(errno) => format!("err {errno}\n"),
+    }
+}
+
+/// The status pipe's message, as the runner reads it. Pure.
+pub fn decode_status(text: &str) -> Option<Result<u32, i32>> {
+    let (kind, value) = text.trim_end().split_once(' ')?;
+    match kind {
+        "pid" => value.parse().ok().map(Ok),
+        "err" => value.parse().ok().map(Err),
+        _ => None,
+    }
+}
+
+/// The reaper's whole life; never returns.
+pub fn run(args: &[OsString]) -> ! {
+    let Some((program, pi_args)) = split_args(args) else {
+        fail("--pi-reaper is internal to pi-ccswitch-run and takes `-- PROGRAM ARGS…`");
+    };
+    if !is_pipe(LIFELINE_FD) || !is_pipe(STATUS_FD) {
+        fail("--pi-reaper is internal to pi-ccswitch-run (it needs the runner's pipes)");
+    }
+    set_cloexec(LIFELINE_FD);
+    set_cloexec(STATUS_FD);
+    become_subreaper();
+    let wake = Wake::install();
+    let mut pi = Command::new(program);
+    pi.args(pi_args).process_group(0);
+    // SAFETY: only async-signal-safe calls (prctl, getppid) between fork and exec.
+    unsafe {
+        pi.pre_exec(|| {
+            die_with_parent();
+            Ok(())
+        });
+    }
+    let child = match pi.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            report(&encode_status(Err(e.raw_os_error().unwrap_or(libc::EIO))));
+            std::process::exit(127);
+        }
+    };
+    let pid = i32::try_from(child.id()).unwrap_or(0);
+    // The child is reaped with waitpid below, not through `Child`.
+    drop(child);
+    report(&encode_status(Ok(u32::try_from(pid).unwrap_or(0))));
+    // Only Pi holds its pipes now: the runner sees their end when Pi's ends.
+    let _ = release_standard_streams();
+    let status = watch(pid, &wake);
+    // SAFETY: killpg only sends a signal; Pi's group is still ours to end (its leftovers keep
+    // the group id from being reused until they are gone).
+    unsafe {
+        libc::killpg(pid, libc::SIGKILL);
+    }
+    sweep();
+    exit_as(status)
+}
+
+/// `-- PROGRAM ARGS…` after the flag.
+fn split_args(args: &[OsString]) -> Option<(&OsString, &[OsString])> {
+    match args.get(2..)? {
+        [dashes, program, rest @ ..] if dashes == "--" => Some((program, rest)),
+        _ => None,
+    }
+}
+
+fn fail(message: &str) -> ! {
+    crate::output::error_line(message);
+    std::process::exit(2)
+}
+
+fn is_pipe(fd: RawFd) -> bool {
+    // SAFETY: fstat into a zeroed struct of the right type; an invalid fd is an error return.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    (unsafe { libc::fstat(fd, &raw mut st) }) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFIFO
+}
+
+fn set_cloexec(fd: RawFd) {
+    // SAFETY: fcntl on a descriptor this process owns.
+    unsafe {
+        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+    }
+}
+
+/// Orphans anywhere below become our children (Linux); elsewhere the reaper still ends Pi's
+/// group when the runner dies.
+fn become_subreaper() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with integer arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+}
+
+/// Pi dies with the reaper, whatever kills it (Linux; elsewhere the lifeline suffices).
+fn die_with_parent() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with integer arguments; async-signal-safe.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+    }
+}
+
+fn report(message: &str) {
+    let bytes = message.as_bytes();
+    // SAFETY: write from a valid buffer to our status descriptor, which is then closed.
+    unsafe {
+        libc::write(STATUS_FD, bytes.as_ptr().cast(), bytes.len());
+        libc::close(STATUS_FD);
+    }
+}
+
+/// Puts `/dev/null` on fds 0–2, so Pi alone holds its pipes.
+fn release_standard_streams() -> std::io::Result<()> {
+    use std::os::fd::AsRawFd as _;
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
+    for fd in 0..=2 {
+        // SAFETY: dup2 of a valid descriptor onto a standard stream number.
+        unsafe {
+            libc::dup2(null.as_raw_fd(), fd);
+        }
+    }
+    Ok(())
+}
+
+/// Why the reaper woke up: a child changed state or a signal came (the pipe), or the
+/// lifeline ended.
+struct Wake {
+    pipe: RawFd,
+    terminate: Arc<AtomicBool>,
+}
+
+impl Wake {
+    fn install() -> Wake {
+        let mut fds = [-1; 2];
+        // SAFETY: pipe2 into a two-element array.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+            fds = [-1, -1];
+        }
+        let terminate = Arc::new(AtomicBool::new(false));
+        for sig in [libc::SIGCHLD, libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            // One descriptor of the pipe's write end per signal (each registration owns one).
+            // SAFETY: fcntl duplicates a descriptor we own; a failure returns -1, skipped.
+            let fd = unsafe { libc::fcntl(fds[1], libc::F_DUPFD_CLOEXEC, 0) };
+            if fd >= 0 {
+                // SAFETY: a fresh descriptor from fcntl, owned by the registration from here.
+                let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+                let _ = signal_hook::low_level::pipe::register_raw(sig, owned);
+            }
+        }
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            let _ = signal_hook::flag::register(sig, Arc::clone(&terminate));
+        }
+        Wake {
+            pipe: fds[0],
+            terminate,
+        }
+    }
+
+    /// Waits until something may have happened (at most `limit`); true when the lifeline ended.
+    fn wait(&self, limit: Duration) -> bool {
+        let mut fds = [
+            libc::pollfd {
+                fd: LIFELINE_FD,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.pipe,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let ms = i32::try_from(limit.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: poll over a valid array of two pollfds.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+        if n > 0 && fds[1].revents != 0 {
+            let mut sink = [0u8; 64];
+            // SAFETY: read into a local buffer from our own non-blocking pipe.
+            while unsafe { libc::read(self.pipe, sink.as_mut_ptr().cast(), sink.len()) } > 0 {}
+        }
+        // Nothing is ever written on the lifeline: readable means its end.
+        n > 0 && fds[0].revents != 0
+    }
+}
+
+/// Waits for Pi to exit (its wait status) or for the lifeline to end (`None`), reaping any
+/// re-parented orphan on the way and passing termination signals on to Pi's group.
+fn watch(pi: i32, wake: &Wake) -> Option<i32> {
+    loop {
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid into a local status; WNOHANG never blocks.
+            let reaped = unsafe { libc::waitpid(-1, &raw mut status, libc::WNOHANG) };
+            if reaped == pi {
+                return Some(status);
+            }
+            if reaped <= 0 {
+                break;
+            }
+        }
+        if wake.terminate.swap(false, Ordering::Relaxed) {
+            // SAFETY: killpg only sends a signal.
+            unsafe {
+                libc::killpg(pi, libc::SIGTERM);
+            }
+        }
+        if wake.wait(Duration::from_secs(1)) {
+            return None;
+        }
+    }
+}
+
+/// Kills every descendant left (they are all our children now, on Linux) until none is left
+/// or [`SWEEP_LIMIT`] passes.
+fn sweep() {
+    let me = std::process::id();
+    let started = crate::clock::now().instant;
+    loop {
+        let children = children_of(me);
+        // Reap what already died; the loop ends when no child is left at all.
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid into a local status; WNOHANG never blocks.
+            if unsafe { libc::waitpid(-1, &raw mut status, libc::WNOHANG) } <= 0 {
+                break;
+            }
+        }
+        if children.is_empty() {
+            // SAFETY: a probe: is any child left at all (ECHILD when none)?
+            let any = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
+            if any < 0 {
+                return;
+            }
+        }
+        for pid in children {
+            // SAFETY: kill only sends a signal, to our own child.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+        if crate::clock::now()
+            .instant
+            .saturating_duration_since(started)
+            > SWEEP_LIMIT
+        {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The pids whose parent is `parent`, from `/proc` (empty where there is none).
+fn children_of(parent: u32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| parent_in_stat(&stat))
+                == Some(parent)
+        })
+        .collect()
+}
+
+/// The parent pid in a `/proc/PID/stat` line (`pid (comm) state ppid …`; `comm` may hold
+/// spaces and parentheses, so the fields are read after its last `)`). Pure.
+pub fn parent_in_stat(stat: &str) -> Option<u32> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Ends the reaper the way Pi ended: its exit code, or its signal raised again.
+fn exit_as(status: Option<i32>) -> ! {
+    let Some(status) = status else {
+        std::process::exit(137)
+    };
+    if libc::WIFEXITED(status) {
+        std::process::exit(libc::WEXITSTATUS(status));
+    }
+    if libc::WIFSIGNALED(status) {
+        let sig = libc::WTERMSIG(status);
+        // SAFETY: restoring the default action and raising the same signal on ourselves.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+        std::process::exit(128 + sig);
+    }
+    std::process::exit(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_messages_round_trip_and_garbage_is_refused() {
+        assert_eq!(decode_status(&encode_status(Ok(4242))), Some(Ok(4242)));
+        assert_eq!(decode_status(&encode_status(Err(2))), Some(Err(2)));
+        for bad in ["", "pid", "pid x\n", "ok 1\n", "err -x"] {
+            assert_eq!(decode_status(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_parent_is_read_after_the_last_parenthesis() {
+        assert_eq!(parent_in_stat("123 (bash) S 45 123 …"), Some(45));
+        assert_eq!(parent_in_stat("123 (a) b) (c) R 7 1 1"), Some(7));
+        assert_eq!(parent_in_stat("123 (x"), None);
+        assert_eq!(parent_in_stat(""), None);
+    }
+
+    #[test]
+    fn only_the_exact_flag_selects_the_reaper() {
+        let args = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        assert!(selected(&args(&["x", FLAG, "--", "pi"])));
+        assert!(!selected(&args(&["x", "--", FLAG])));
+        assert!(!selected(&args(&["x"])));
+        assert_eq!(split_args(&args(&["x", FLAG, "pi"])), None);
+        let a = args(&["x", FLAG, "--", "pi", "--mode", "rpc"]);
+        let (p, rest) = split_args(&a).unwrap();
+        assert_eq!(p, "pi");
+        assert_eq!(rest, &a[4..]);
+    }
+}
