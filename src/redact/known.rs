@@ -5,7 +5,7 @@
 
 use std::sync::{PoisonError, RwLock};
 
-use super::MASK;
+use super::bytes::{MASK, clean_controls};
 
 /// Shorter values are not registered: a dummy key such as `x` would mask every `x` in the text.
 pub const MIN_SECRET_CHARS: usize = 6;
@@ -64,7 +64,7 @@ fn spellings(value: &str) -> Vec<String> {
         {
             out.push(inner.to_string());
         }
-        let cleaned = super::clean_controls(v);
+        let cleaned = clean_controls(v);
         if cleaned != v {
             out.push(cleaned.trim().to_string());
         }

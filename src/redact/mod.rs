@@ -39,24 +39,20 @@
 //! Masking runs before cutting, so a cut can never expose the head of a secret. Masks are
 //! atomic: `redact(redact(x)) == redact(x)`.
 
+mod bytes;
 mod known;
 mod named;
 mod scan;
 mod shape;
 mod sources;
 
+pub use bytes::MASK;
+use bytes::{ELLIPSIS, clean_controls};
 pub use known::{MIN_SECRET_CHARS, add_known_secrets};
 pub use sources::{is_secret_env_name, secrets_in_auth_json, secrets_in_models_json};
 
-/// What a secret is replaced with.
-pub const MASK: &str = "[redacted]";
-
 /// Default cap for stored and printed error text, in characters.
 pub const MAX_CHARS: usize = 400;
-
-/// Appended when text is cut (as a char, and as the bytes the scanners see).
-const ELLIPSIS: char = '…';
-const ELLIPSIS_UTF8: &[u8] = "…".as_bytes();
 
 /// Masks secrets, replaces control characters with spaces and caps the length at
 /// [`MAX_CHARS`] characters.
@@ -110,8 +106,8 @@ fn precut(text: &str, max_chars: usize) -> &str {
             cut -= 1;
         }
         let before = cut;
-        if scan::is_tok(b[cut]) {
-            while cut > 0 && scan::is_tok(b[cut - 1]) {
+        if bytes::is_tok(b[cut]) {
+            while cut > 0 && bytes::is_tok(b[cut - 1]) {
                 cut -= 1;
             }
         }
@@ -121,15 +117,6 @@ fn precut(text: &str, max_chars: usize) -> &str {
         }
     }
     text.get(..cut).unwrap_or("")
-}
-
-/// Characters that could break a log line or fool a terminal.
-fn is_unsafe(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
-        )
 }
 
 /// Control characters as escapes (`\n`, `\u{1b}`), for one-line messages about text that is
@@ -144,41 +131,6 @@ pub fn printable(text: &str) -> String {
             }
         })
         .collect()
-}
-
-/// Each run of control characters (an ANSI escape sequence counts as one) becomes one space.
-fn clean_controls(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    let mut in_run = false;
-    while let Some(c) = chars.next() {
-        if !is_unsafe(c) {
-            out.push(c);
-            in_run = false;
-            continue;
-        }
-        if c == '\u{1b}' && chars.peek() == Some(&'[') {
-            chars.next();
-            // CSI: parameter and intermediate bytes, then one final byte.
-            while let Some(&d) = chars.peek() {
-                match d {
-                    '\u{20}'..='\u{3f}' => {
-                        chars.next();
-                    }
-                    '\u{40}'..='\u{7e}' => {
-                        chars.next();
-                        break;
-                    }
-                    _ => break,
-                }
-            }
-        }
-        if !in_run {
-            out.push(' ');
-            in_run = true;
-        }
-    }
-    out
 }
 
 /// How far a cut moves back to avoid splitting a word, in bytes.
@@ -200,13 +152,13 @@ fn truncate(s: &str, max_chars: usize) -> String {
     }
     let b = s.as_bytes();
     // Half a mask (`[reda…`) would read as text to mask on the next pass.
-    if let Some(start) = (cut.saturating_sub(MASK.len() - 1)..cut).find(|&k| scan::mask_at(b, k)) {
+    if let Some(start) = (cut.saturating_sub(MASK.len() - 1)..cut).find(|&k| bytes::mask_at(b, k)) {
         cut = start;
     }
-    if cut > 0 && scan::is_tok(b[cut]) && scan::is_tok(b[cut - 1]) {
+    if cut > 0 && bytes::is_tok(b[cut]) && bytes::is_tok(b[cut - 1]) {
         let start = (cut.saturating_sub(MAX_WORD_BACKOFF)..cut)
             .rev()
-            .find(|&k| !scan::is_tok(b[k]))
+            .find(|&k| !bytes::is_tok(b[k]))
             .map(|k| k + 1);
         if let Some(start) = start.filter(|&k| k > 0) {
             cut = start;

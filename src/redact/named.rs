@@ -9,7 +9,9 @@
 //! non-ASCII character (Chinese punctuation follows values without a space), `&` after `=`
 //! (query strings), or a trailing sentence `.`; a quoted value ends at its partner quote.
 
-use super::scan::{is_key_char, mask_at, run_end, skip_blanks, starts_with_ci, token_end};
+use super::bytes::{
+    ELLIPSIS_UTF8, is_key_char, mask_at, run_end, skip_blanks, starts_with_ci, token_end,
+};
 
 /// Names whose value is a secret when followed by a separator (case-insensitive).
 const SECRET_NAMES: &[&str] = &[
@@ -298,8 +300,8 @@ pub(super) fn quoted_value(b: &[u8], j: usize) -> Option<Option<(usize, usize)>>
     let mut end = quoted_end(b, start, quote, escaped);
     // Unterminated at the end of the text behind a `…`: the text was cut there; the marker is
     // not part of the value (else a cut `'…` would be masked on the next pass).
-    if end == b.len() && b[start..end].ends_with(super::ELLIPSIS_UTF8) {
-        end -= super::ELLIPSIS_UTF8.len();
+    if end == b.len() && b[start..end].ends_with(ELLIPSIS_UTF8) {
+        end -= ELLIPSIS_UTF8.len();
     }
     Some((end > start).then_some((start, end)))
 }

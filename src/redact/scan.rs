@@ -3,7 +3,7 @@
 //! share and the rules that need no word lists (vendor prefixes, JWTs, `Bearer`, secret query
 //! parameters, URL credentials). Pure: no I/O, no global state.
 
-use super::MASK;
+use super::bytes::{MASK, is_key_char, mask_at, run_end, starts_with_ci, token_end, word_start};
 use super::{named, shape};
 
 /// A vendor key shape: literal prefix, minimum tail length, the tail's byte class.
@@ -54,70 +54,8 @@ const QUERY_NAMES: &[&str] = &[
     "client_secret",
 ];
 
-/// `[A-Za-z0-9_-]`: the alphabet of API keys.
-pub(super) fn is_key_char(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
-}
-
 fn is_upper_alnum(b: u8) -> bool {
     b.is_ascii_uppercase() || b.is_ascii_digit()
-}
-
-/// A byte of a credential token: printable ASCII except quotes, brackets and separators that
-/// end a value in headers, JSON, URLs and prose.
-pub(super) fn is_tok(b: u8) -> bool {
-    b.is_ascii_graphic()
-        && !matches!(
-            b,
-            b'"' | b'\''
-                | b'`'
-                | b','
-                | b';'
-                | b'<'
-                | b'>'
-                | b'('
-                | b')'
-                | b'['
-                | b']'
-                | b'{'
-                | b'}'
-                | b'\\'
-                | b'&'
-                | b'#'
-                | b'?'
-        )
-}
-
-/// End of the run of bytes from `from` that satisfy `keep`.
-pub(super) fn run_end(b: &[u8], from: usize, keep: impl Fn(u8) -> bool) -> usize {
-    let mut j = from;
-    while j < b.len() && keep(b[j]) {
-        j += 1;
-    }
-    j
-}
-
-pub(super) fn token_end(b: &[u8], from: usize) -> usize {
-    run_end(b, from, is_tok)
-}
-
-pub(super) fn skip_blanks(b: &[u8], from: usize) -> usize {
-    run_end(b, from, |c| matches!(c, b' ' | b'\t'))
-}
-
-pub(super) fn starts_with_ci(b: &[u8], at: usize, lit: &str) -> bool {
-    b.get(at..at + lit.len())
-        .is_some_and(|s| s.eq_ignore_ascii_case(lit.as_bytes()))
-}
-
-/// The byte before `at` does not continue a word, so a name or key may start at `at`.
-pub(super) fn word_start(b: &[u8], at: usize, continues: fn(u8) -> bool) -> bool {
-    at == 0 || !continues(b[at - 1])
-}
-
-/// Whether a mask already starts at `at` (output of an earlier pass, or of the known-secret pass).
-pub(super) fn mask_at(b: &[u8], at: usize) -> bool {
-    b.get(at..).is_some_and(|s| s.starts_with(MASK.as_bytes()))
 }
 
 /// Replaces every secret a rule recognises with [`MASK`]. Existing masks are atomic: skipped,

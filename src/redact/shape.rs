@@ -17,7 +17,7 @@
 //! Git hashes and UUIDs are masked on purpose: nothing tells them from keys.
 //! Model ids, paths, URLs, error codes, dates and numbers keep short or word-like segments.
 
-use super::scan::{is_key_char, run_end};
+use super::bytes::{is_key_char, mask_at, run_end};
 
 /// Shortest component that can be a key.
 const MIN_RUN: usize = 20;
@@ -60,10 +60,7 @@ pub(super) fn key_token(b: &[u8], i: usize) -> Option<(usize, usize)> {
         // After `:` or `@` a chain is a URL's port or host and path: only its key components
         // are masked, never the host. A chain that runs into a mask was longer before a part
         // of it was masked: judged whole again it could turn out differently.
-        if !matches!(prev, Some(b':' | b'@'))
-            && !super::scan::mask_at(b, raw_end)
-            && whole_chain(&b[i..end])
-        {
+        if !matches!(prev, Some(b':' | b'@')) && !mask_at(b, raw_end) && whole_chain(&b[i..end]) {
             return Some((i, padded(b, end)));
         }
     }

@@ -2,6 +2,7 @@
 //! config parsers, and random-input properties.
 
 use super::*;
+use crate::redact::bytes::is_unsafe;
 
 const OPENAI: &str =
     "sk-proj-Xb7qJ2mWv9LdR4tZk1NcY8uHs3FpGe6Aa0Vi5Or-OxTQnB2_Ew9KzUm4Jy7Dc1Sg8Rh3Pl6Wf0Ae5Tb";
