@@ -434,6 +434,92 @@ fn die_with_parent(cmd: &mut Process) {
     }
 }
 
+/// Most output taken from one `!command` of Pi's config (a key is short; more is not one).
+const COMMAND_OUTPUT_MAX: u64 = 64 * 1024;
+
+/// What Pi's `!command` config values print, run the way Pi runs them (`sh -c`, output
+/// trimmed, nothing on stdin, stderr dropped) so the keys they produce can be masked too, but
+/// never worse than Pi would: no terminal (a session of their own, so nothing can prompt on
+/// ours), all at once, killed (with anything they started) when `budget` runs out, and at most
+/// [`COMMAND_OUTPUT_MAX`] bytes of output each. Commands that fail or print nothing give
+/// nothing, as in Pi. Blocking; runs before anything else starts.
+pub fn config_command_outputs(commands: &[String], budget: Duration) -> Vec<String> {
+    use std::io::Read as _;
+    use std::os::unix::process::CommandExt as _;
+    let started = crate::clock::now().instant;
+    let mut running = Vec::new();
+    for command in commands {
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.args(["-c", command])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        // SAFETY: setsid and prctl are async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                #[cfg(target_os = "linux")]
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                Ok(())
+            });
+        }
+        let Ok(mut child) = cmd.spawn() else {
+            continue;
+        };
+        // A thread reads, so a command that fills the pipe cannot stall us; a channel, so a
+        // process that escaped the kill and keeps the pipe open cannot either.
+        let reader = child.stdout.take().map(|out| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                let _ = out.take(COMMAND_OUTPUT_MAX + 1).read_to_end(&mut bytes);
+                let _ = tx.send(bytes);
+            });
+            rx
+        });
+        running.push((child, reader));
+    }
+    let mut outputs = Vec::new();
+    for (mut child, reader) in running {
+        let ok = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status.success(),
+                Ok(None)
+                    if crate::clock::now()
+                        .instant
+                        .saturating_duration_since(started)
+                        < budget =>
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                _ => break false,
+            }
+        };
+        if let Ok(pid) = i32::try_from(child.id()) {
+            // SAFETY: killpg only sends a signal, to the session (and group) the command leads.
+            unsafe {
+                libc::killpg(pid, libc::SIGKILL);
+            }
+        }
+        let _ = child.wait();
+        let Some(bytes) = reader
+            .filter(|_| ok)
+            .and_then(|r| r.recv_timeout(Duration::from_millis(200)).ok())
+        else {
+            continue;
+        };
+        if bytes.len() as u64 <= COMMAND_OUTPUT_MAX
+            && let Ok(text) = String::from_utf8(bytes)
+            && !text.trim().is_empty()
+        {
+            outputs.push(text.trim().to_string());
+        }
+    }
+    outputs
+}
+
 /// How long `--version` of node or pi may take (a first start compiles Pi's bundle).
 const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -114,7 +114,7 @@ fn fallible(inv: &cli::Invocation) -> anyhow::Result<Exit> {
         output::error_line(&warning);
     }
     let settings = settings::load(inv.health_url.as_deref())?;
-    secrets::register(&settings);
+    secrets::register(&settings, deadline);
     if let Some(w) = &settings.pi_warning {
         output::error_line(w);
     }

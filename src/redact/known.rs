@@ -68,6 +68,29 @@ fn spellings(value: &str) -> Vec<String> {
         if cleaned != v {
             out.push(cleaned.trim().to_string());
         }
+        // A gateway quoting the request URL percent-encodes the key (`key=horse%2Fbattery`).
+        for upper in [true, false] {
+            let encoded = percent_encoded(v, upper);
+            if encoded != v {
+                out.push(encoded);
+            }
+        }
+    }
+    out
+}
+
+/// `value` percent-encoded as in a URL query (everything but RFC 3986's unreserved bytes),
+/// with upper- or lower-case hex digits.
+fn percent_encoded(value: &str, upper: bool) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else if upper {
+            out.push_str(&format!("%{b:02X}"));
+        } else {
+            out.push_str(&format!("%{b:02x}"));
+        }
     }
     out
 }
@@ -110,6 +133,16 @@ pub(super) fn mask_known(text: &str) -> String {
     out
 }
 
+/// Known secrets at least this long are also found split by whitespace (a line break put in
+/// by a provider's or a terminal's wrapping) and by a leading part of them.
+const TRANSFORMED_MIN: usize = 12;
+/// The shortest leading part of a known secret that is masked (a provider that masks the rest
+/// of a key still shows its first characters): at least this long and at least
+/// [`PREFIX_SHARE`] of the secret, so a short common prefix (`sk-proj-`) says nothing.
+const PREFIX_MIN: usize = 10;
+/// See [`PREFIX_MIN`]: the part shown must be at least this fraction (numerator over 10).
+const PREFIX_SHARE: usize = 4;
+
 /// Masks the secrets of one mask-free piece of text, merging overlapping occurrences.
 fn mask_piece(piece: &str, forms: &[String], out: &mut String) {
     let mut hits: Vec<(usize, usize)> = Vec::new();
@@ -123,6 +156,8 @@ fn mask_piece(piece: &str, forms: &[String], out: &mut String) {
                 .map(|(at, f)| (at, at + f.len())),
         );
     }
+    split_hits(piece, forms, &mut hits);
+    prefix_hits(piece, forms, &mut hits);
     if hits.is_empty() {
         out.push_str(piece);
         return;
@@ -149,6 +184,74 @@ fn mask_piece(piece: &str, forms: &[String], out: &mut String) {
         copied = e;
     }
     out.push_str(piece.get(copied..).unwrap_or(""));
+}
+
+/// Occurrences of long secrets with whitespace inside (`sk-abc…\n…xyz` after wrapping): the
+/// text is searched with its whitespace left out, and each hit is mapped back to the span of
+/// the original text it came from.
+fn split_hits(piece: &str, forms: &[String], hits: &mut Vec<(usize, usize)>) {
+    if !piece.bytes().any(|b| b.is_ascii_whitespace()) {
+        return;
+    }
+    let mut compact = String::with_capacity(piece.len());
+    // For each byte of `compact`, where it is in `piece`.
+    let mut origin: Vec<usize> = Vec::with_capacity(piece.len());
+    for (at, c) in piece.char_indices() {
+        if c.is_whitespace() {
+            continue;
+        }
+        compact.push(c);
+        origin.extend(std::iter::repeat_n(at, c.len_utf8()));
+    }
+    for form in forms
+        .iter()
+        .filter(|f| f.len() >= TRANSFORMED_MIN && !f.contains(char::is_whitespace))
+    {
+        for (at, found) in compact.match_indices(form.as_str()) {
+            let (Some(&start), Some(&last)) = (origin.get(at), origin.get(at + found.len() - 1))
+            else {
+                continue;
+            };
+            let end = last
+                + piece
+                    .get(last..)
+                    .and_then(|r| r.chars().next())
+                    .map_or(1, char::len_utf8);
+            hits.push((start, end));
+        }
+    }
+}
+
+/// Words that are a leading part of a long secret (`Incorrect API key provided:
+/// sk-proj-abcd****`): the word is masked when long enough (see [`PREFIX_MIN`]).
+fn prefix_hits(piece: &str, forms: &[String], hits: &mut Vec<(usize, usize)>) {
+    let b = piece.as_bytes();
+    let word =
+        |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b'/' | b'+' | b'=');
+    let mut i = 0;
+    while i < b.len() {
+        if !word(b[i]) || (i > 0 && word(b[i - 1])) {
+            i += 1;
+            continue;
+        }
+        let mut end = i;
+        while end < b.len() && word(b[end]) {
+            end += 1;
+        }
+        let w = &piece[i..end];
+        if w.len() >= PREFIX_MIN {
+            let prefix_of = forms.iter().any(|f| {
+                f.len() >= TRANSFORMED_MIN
+                    && f.len() > w.len()
+                    && w.len() * 10 >= f.len() * PREFIX_SHARE
+                    && f.starts_with(w)
+            });
+            if prefix_of {
+                hits.push((i, end));
+            }
+        }
+        i = end;
+    }
 }
 
 /// Moves a cut position back to the start of any registered secret that straddles it, so a

@@ -40,6 +40,7 @@
 //! atomic: `redact(redact(x)) == redact(x)`.
 
 mod bytes;
+mod echo;
 mod known;
 mod named;
 mod scan;
@@ -49,7 +50,9 @@ mod sources;
 pub use bytes::MASK;
 use bytes::{ELLIPSIS, clean_controls};
 pub use known::{MIN_SECRET_CHARS, add_known_secrets};
-pub use sources::{is_secret_env_name, secrets_in_auth_json, secrets_in_models_json};
+pub use sources::{
+    commands_in_config, is_secret_env_name, secrets_in_auth_json, secrets_in_models_json,
+};
 
 /// Default cap for stored and printed error text, in characters.
 pub const MAX_CHARS: usize = 400;

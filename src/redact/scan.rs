@@ -4,7 +4,7 @@
 //! parameters, URL credentials). Pure: no I/O, no global state.
 
 use super::bytes::{MASK, is_key_char, mask_at, run_end, starts_with_ci, token_end, word_start};
-use super::{named, shape};
+use super::{echo, named, shape};
 
 /// A vendor key shape: literal prefix, minimum tail length, the tail's byte class.
 type KeyShape = (&'static str, usize, fn(u8) -> bool);
@@ -147,6 +147,7 @@ fn secret_at(b: &[u8], i: usize) -> Option<(usize, usize)> {
         .or_else(|| jwt(b, i))
         .or_else(|| bearer(b, i))
         .or_else(|| named::named_value(b, i))
+        .or_else(|| echo::echoed_key(b, i))
         .or_else(|| shape::key_token(b, i))
 }
 

@@ -93,7 +93,8 @@ fn without_author(word: &str) -> String {
 /// replaced through `env` (also inside a longer literal); `$$` → `$`; `$!` → `!`. A value that
 /// references a variable `env` does not know (or knows as empty) is skipped, as Pi skips it,
 /// but the variables it does know are returned on their own too (a key split over variables
-/// leaks by parts). `!command` values are skipped: we never run them. Malformed JSON → empty.
+/// leaks by parts). `!command` values are skipped here (see [`commands_in_config`]). Malformed
+/// JSON → empty.
 #[must_use]
 pub fn secrets_in_models_json(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
     let mut out = Vec::new();
@@ -130,6 +131,51 @@ pub fn secrets_in_auth_json(text: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// The `!command` values of Pi's `models.json` (`apiKey`, header values) and `auth.json` (any
+/// credential string): Pi runs each with `sh -c` and uses its trimmed output as the key, so the
+/// runner must learn those keys the same way to mask them (see `secrets.rs`). The commands,
+/// without their `!`, each once. Malformed JSON → none.
+#[must_use]
+pub fn commands_in_config(models_json: Option<&str>, auth_json: Option<&str>) -> Vec<String> {
+    let mut values = Vec::new();
+    if let Some(providers) = models_json
+        .and_then(parse_like_pi)
+        .as_ref()
+        .and_then(|root| root.get("providers"))
+        .and_then(Value::as_object)
+    {
+        for provider in providers.values() {
+            if let Some(Value::String(key)) = provider.get("apiKey") {
+                push_unique(&mut values, key);
+            }
+            let headers = std::iter::once(provider.get("headers")).chain(
+                provider
+                    .get("models")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|m| m.get("headers")),
+            );
+            for h in headers.flatten().filter_map(Value::as_object) {
+                for v in h.values().filter_map(Value::as_str) {
+                    push_unique(&mut values, v);
+                }
+            }
+        }
+    }
+    if let Some(Value::Object(providers)) = auth_json.and_then(parse_like_pi) {
+        for entry in providers.values() {
+            strings_except_type(entry, &mut values);
+        }
+    }
+    values
+        .iter()
+        .filter_map(|v| v.strip_prefix('!'))
+        .filter(|c| !c.trim().is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// Parses a Pi config file as Pi does: a leading UTF-8 BOM is ignored, and `//` and `/* */`

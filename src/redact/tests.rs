@@ -1371,3 +1371,36 @@ mod properties {
         }
     }
 }
+
+/// Issue 20: echoes that transform a known key still mask it — percent-encoded in a URL,
+/// split by a line break, or only its first characters shown.
+#[test]
+fn transformed_echoes_of_known_secrets_are_masked() {
+    add_known_secrets(["horse/battery+staple=07".to_string()]);
+    for text in [
+        "API key not valid for request https://gw.invalid/v1?key=horse%2Fbattery%2Bstaple%3D07",
+        "invalid key=horse%2fbattery%2bstaple%3d07 given",
+    ] {
+        let out = redact(text);
+        assert!(!out.contains("battery"), "{out}");
+    }
+    let key = "zq7Lm2Xv9Rt4Wp8Ks1Hd6Fg3Jc5Nb0";
+    add_known_secrets([key.to_string()]);
+    let split = format!("Invalid API key: {}\n{}", &key[..13], &key[13..]);
+    let out = redact(&split);
+    assert!(
+        !out.contains(&key[..13]) && !out.contains(&key[13..]),
+        "{out}"
+    );
+    assert!(out.starts_with("Invalid API key: "), "{out}");
+    let prefix = format!("Incorrect API key provided: {}****************", &key[..12]);
+    let out = redact(&prefix);
+    assert!(!out.contains(&key[..12]), "{out}");
+    // Short common heads are not a leak: `sk-proj-` of a long key stays readable in prose.
+    add_known_secrets(["sk-proj-QmT4vX8nL2pR6sW0yB3dF7hJ9kZ".to_string()]);
+    assert_eq!(
+        redact("keys start with sk-proj- here"),
+        "keys start with sk-proj- here"
+    );
+    assert!(redact("(key: sk-proj-QmT4vX8n…)").contains(MASK));
+}

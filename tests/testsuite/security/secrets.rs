@@ -117,7 +117,10 @@ fn keys_never_leak(v: &str) {
     }
 }
 
-both_versions!(keys_never_leak);
+both_versions!(
+    keys_never_leak,
+    keys_from_commands_and_real_wordings_never_leak
+);
 
 /// The control: the bodies really do carry the keys (so the test above can fail), and the
 /// masks stand where they were.
@@ -158,5 +161,178 @@ fn the_provider_bodies_really_echo_the_keys() {
         7,
         "{}",
         out.stdout
+    );
+}
+
+/// The key a `!command` in models.json produces (Pi runs it; so does the runner, to mask it).
+const COMMAND_KEY: &str = "correcthorsebatterystaplezebra";
+
+/// Issue 20: keys the masking missed. Each provider echoes its key in a wording or a
+/// transformation real providers use; one takes its key from a `!command`. The keys have no
+/// vendor shape. `known: false` keys come from a command that prints something else the first
+/// time it runs (the runner's run, before Pi starts: a token minted per call), so the runner
+/// cannot know them and only the wording rules can catch them.
+fn echoed_keys() -> Vec<(&'static str, &'static str, Behaviour, bool)> {
+    vec![
+        (
+            "unauth",
+            "quietmeadowlanternpebble",
+            Behaviour::echo_key_unauthorized(),
+            false,
+        ),
+        (
+            "authfail",
+            "silverharbormosaicthimble",
+            Behaviour::echo_key_auth_failed(),
+            false,
+        ),
+        (
+            "revoked",
+            "amberfalconquiltorchard",
+            Behaviour::echo_key_revoked(),
+            false,
+        ),
+        (
+            "expired",
+            "velvetcompassrainbarrel",
+            Behaviour::echo_key_expired(),
+            false,
+        ),
+        (
+            "query",
+            "horse/battery+staple=07",
+            Behaviour::echo_key_in_query(),
+            true,
+        ),
+        (
+            "split",
+            "copperwillowmarblesunset",
+            Behaviour::echo_key_split(),
+            true,
+        ),
+        (
+            "prefix",
+            "granitetulipmeteorcanvasdawn",
+            Behaviour::echo_key_prefix12(),
+            true,
+        ),
+    ]
+}
+
+fn keys_from_commands_and_real_wordings_never_leak(v: &str) {
+    let cases = echoed_keys();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut providers: Vec<ProviderSpec> = cases
+        .iter()
+        .map(|(name, key, _, known)| {
+            let p = ProviderSpec::new(&format!("echo-{name}"), name, vec![ModelSpec::text("m")]);
+            if *known {
+                return p.api_key(key);
+            }
+            let seen = dir.path().join(format!("{name}.seen"));
+            p.api_key_command(&format!(
+                "if [ -e '{s}' ]; then echo {key}; else touch '{s}'; echo first-call-token; fi",
+                s = seen.display()
+            ))
+        })
+        .collect();
+    let key_file = dir.path().join("key.txt");
+    std::fs::write(&key_file, format!("{COMMAND_KEY}\n")).expect("key file");
+    providers.insert(
+        0,
+        ProviderSpec::new("echo-cmd", "cmd", vec![ModelSpec::text("m")])
+            .api_key_command(&format!("cat '{}'", key_file.display())),
+    );
+    providers.push(ProviderSpec::new(
+        "safe",
+        "safe",
+        vec![ModelSpec::text("m")],
+    ));
+    let env = TestEnv::new(v, &providers);
+    // No phrase announces it: only learning the command's key masks it.
+    env.llm.script(
+        "cmd",
+        "*",
+        vec![Behaviour::echo_key("request rejected for {key} today")],
+    );
+    for (name, _, behaviour, _) in &cases {
+        env.llm.script(name, "*", vec![behaviour.clone()]);
+    }
+    let keys: Vec<&str> = cases
+        .iter()
+        .map(|(_, k, _, _)| *k)
+        .chain([COMMAND_KEY])
+        .collect();
+    let check = |what: &str, text: &str| {
+        for key in &keys {
+            assert!(!text.contains(key), "{what} leaks {key}:\n{text}");
+            assert!(
+                !text.contains(&key[..12]),
+                "{what} leaks the head of {key}:\n{text}"
+            );
+        }
+        assert!(
+            !text.contains("battery%2B"),
+            "{what} leaks the encoded key:\n{text}"
+        );
+    };
+    let out = env.run([
+        "--json",
+        "-vv",
+        "--no-tools",
+        "--provider",
+        "echo-cmd",
+        "--model",
+        "m",
+        "hi",
+    ]);
+    out.assert_success();
+    // The bodies did carry the keys: Pi sent each, and the command's key came from the file.
+    let sent: Vec<String> = env
+        .llm
+        .requests()
+        .iter()
+        .filter_map(|r| r.bearer().map(str::to_string))
+        .collect();
+    for key in &keys {
+        assert!(
+            sent.iter().any(|s| s == key),
+            "{key} was not sent: {sent:?}"
+        );
+    }
+    check("--json stdout", &out.stdout);
+    check("stderr", &out.stderr);
+    let state =
+        std::fs::read_to_string(env.agent_dir.join("pi-ccswitch-run-state.json")).expect("state");
+    check("the state file", &state);
+    check(
+        "the log",
+        &std::fs::read_to_string(env.agent_dir.join("pi-ccswitch-run.log")).expect("log"),
+    );
+    for args in [&["--status"][..], &["--status", "--json"]] {
+        let out = env.run(args);
+        check(&format!("{args:?}"), &out.stdout);
+    }
+    // --output of a batch, too.
+    let results = env.dir.path().join("results.jsonl");
+    env.run(["--reset", "all"]).assert_success();
+    let out = env.run_stdin(
+        [
+            "--batch",
+            "-",
+            "--no-tools",
+            "--provider",
+            "echo-cmd",
+            "--model",
+            "m",
+            "--output",
+            results.to_str().expect("path"),
+        ],
+        br#"{"id":"d","prompt":"hi"}"#,
+    );
+    out.assert_success();
+    check(
+        "--output",
+        &std::fs::read_to_string(&results).expect("results"),
     );
 }

@@ -28,6 +28,8 @@ pub enum ApiKey {
     /// `"$NAME"`: Pi reads the key from the environment variable `NAME` (of Pi's process, so a
     /// test passes it with [`crate::support::TestEnv::env`] or `Command::env`).
     Env(String),
+    /// `"!COMMAND"`: Pi runs `COMMAND` with `sh -c` and sends its trimmed output.
+    Command(String),
 }
 
 impl ApiKey {
@@ -42,6 +44,7 @@ impl ApiKey {
                 }
             }
             ApiKey::Env(name) => format!("${name}"),
+            ApiKey::Command(c) => format!("!{c}"),
         }
     }
 }
@@ -87,6 +90,11 @@ impl ProviderSpec {
     /// Builder: Pi sends exactly `key` as this provider's API key.
     pub fn api_key(mut self, key: &str) -> Self {
         self.api_key = ApiKey::Literal(key.into());
+        self
+    }
+    /// Builder: `"apiKey": "!COMMAND"` — Pi takes the key from what `command` prints.
+    pub fn api_key_command(mut self, command: &str) -> Self {
+        self.api_key = ApiKey::Command(command.into());
         self
     }
     /// Builder: `"apiKey": "$VAR"` — Pi takes the key from environment variable `var`.
