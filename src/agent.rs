@@ -281,6 +281,7 @@ fn spawn_reaper(pgid: i32) -> Option<Child> {
 
 /// Asks the kernel to SIGKILL the child when the thread that spawns it (the runtime's thread,
 /// alive for the whole run) ends, i.e. when the runner dies however it dies.
+#[cfg(target_os = "linux")]
 fn die_with_parent(cmd: &mut Process) {
     let parent = i32::try_from(std::process::id()).unwrap_or(0);
     // SAFETY: only async-signal-safe calls (prctl, getppid) run between fork and exec.
@@ -297,6 +298,11 @@ fn die_with_parent(cmd: &mut Process) {
         });
     }
 }
+
+/// macOS has no `PR_SET_PDEATHSIG`: there a SIGKILLed runner leaves the stopping of Pi to the
+/// reaper (which SIGKILLs Pi's whole group when the runner's pipe closes) and to Pi's stdin EOF.
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_cmd: &mut Process) {}
 
 /// How long `--version` of node or pi may take (a first start compiles Pi's bundle).
 const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
