@@ -19,7 +19,7 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::*;
 
@@ -104,17 +104,30 @@ impl Packed {
         self.out
             .join(format!("pi-ccswitch-run-{platform}-{VERSION}.tgz"))
     }
-    /// The staged `package.json` of every packed package.
+    /// The `package.json` inside every tarball, as npm would publish it; fails on a tarball that
+    /// holds a `binding.gyp` (npm runs node-gyp for those, an install script in all but name).
     fn manifests(&self) -> Vec<(PathBuf, serde_json::Value)> {
-        let stage = self.out.join("stage");
         let mut found = Vec::new();
-        for e in std::fs::read_dir(&stage).expect("read the staging dir") {
-            let path = e.expect("staging entry").path().join("package.json");
-            let text = std::fs::read_to_string(&path)
-                .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        for e in std::fs::read_dir(&self.out).expect("read the tarball dir") {
+            let tgz = e.expect("tarball dir entry").path();
+            if tgz.extension().is_none_or(|x| x != "tgz") {
+                continue;
+            }
+            let tar = |args: &[&str]| {
+                let mut cmd = Command::new("tar");
+                cmd.arg(args[0]).arg(&tgz).args(&args[1..]);
+                String::from_utf8_lossy(&run_ok(cmd, "tar").stdout).into_owned()
+            };
+            let files = tar(&["-tzf"]);
+            assert!(
+                !files.lines().any(|f| f.ends_with("binding.gyp")),
+                "{}: has a binding.gyp",
+                tgz.display()
+            );
+            let text = tar(&["-xzOf", "package/package.json"]);
             let json = serde_json::from_str(&text)
-                .unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
-            found.push((path, json));
+                .unwrap_or_else(|e| panic!("{}: package.json is not JSON: {e}", tgz.display()));
+            found.push((tgz, json));
         }
         found.sort_by(|a, b| a.0.cmp(&b.0));
         found
@@ -171,7 +184,7 @@ fn host_packed() -> &'static Packed {
 
 /// A global install into a temp prefix; `cmd` is the installed `<prefix>/bin/pi-ccswitch-run`.
 struct Install {
-    dir: tempfile::TempDir,
+    _dir: tempfile::TempDir,
     cmd: PathBuf,
 }
 
@@ -202,7 +215,7 @@ fn install_global(with_platform: bool, extra: &[&str]) -> Install {
         "npm installed no {}",
         cmd.display()
     );
-    Install { dir, cmd }
+    Install { _dir: dir, cmd }
 }
 
 fn installed() -> &'static Install {
@@ -290,11 +303,11 @@ fn installed_command_passes_stdin_through() {
     assert!(text.contains("piped notes"), "stdin reached Pi: {text:?}");
 }
 
-#[test]
-fn installed_command_times_out_with_124() {
+#[track_caller]
+fn assert_timeout_124(cmd: &Path) {
     let env = TestEnv::new(PI_MIN, &providers());
     env.llm.set_default(Behaviour::Hang);
-    let out = run_installed(&env, &installed().cmd, &["--timeout-ms", "2500", PROMPT]);
+    let out = run_installed(&env, cmd, &["--timeout-ms", "2500", PROMPT]);
     out.assert_code(124)
         .assert_stderr_contains("timed out")
         .assert_stdout_empty();
@@ -304,19 +317,21 @@ fn installed_command_times_out_with_124() {
 /// SIGTERM to the PID of the installed command reaches the binary itself: the launcher has
 /// replaced itself with it (the PID's executable is the platform package's binary), so the exit
 /// is the binary's 143 and Pi is stopped.
-#[test]
-fn sigterm_to_the_installed_command_exits_143_without_orphans() {
+#[track_caller]
+fn assert_sigterm_143(cmd: &Path) {
     let env = TestEnv::new(PI_MIN, &providers());
     env.llm.set_default(Behaviour::Hang);
     let args: Vec<&str> = START.iter().copied().chain([PROMPT]).collect();
-    let mut cmd = env.other_cmd(&installed().cmd, args);
-    cmd.stdin(Stdio::null())
+    let mut command = env.other_cmd(cmd, args);
+    command
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn the installed command");
+    let child = command.spawn().expect("spawn the installed command");
+    let pid = child.id();
     let reqs = env.llm.wait_requests(1, Duration::from_secs(30));
     assert_eq!(reqs.len(), 1, "the request reached the provider");
-    let exe = std::fs::read_link(format!("/proc/{}/exe", child.id())).expect("read /proc/PID/exe");
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).expect("read /proc/PID/exe");
     assert!(
         exe.ends_with(format!(
             "@pi-ccswitch-run/{}/bin/pi-ccswitch-run",
@@ -326,37 +341,49 @@ fn sigterm_to_the_installed_command_exits_143_without_orphans() {
         exe.display()
     );
     // SAFETY: plain kill(2) to our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st;
-        }
-        if start.elapsed() > Duration::from_secs(15) {
-            let _ = child.kill();
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    // Collect both pipes while waiting, with a limit.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = match rx.recv_timeout(Duration::from_secs(15)) {
+        Ok(out) => out.expect("wait for the installed command"),
+        Err(_) => {
+            // SAFETY: plain kill(2) of our own child that overstayed.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
             panic!("the installed command did not exit within 15 s of SIGTERM");
         }
-        std::thread::sleep(Duration::from_millis(10));
     };
     use std::os::unix::process::ExitStatusExt;
-    let code = status
+    let code = out
+        .status
         .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-    let mut stdout = String::new();
-    if let Some(mut o) = child.stdout.take() {
-        use std::io::Read;
-        let _ = o.read_to_string(&mut stdout);
-    }
-    assert_eq!(code, 143, "stdout: {stdout}");
+        .unwrap_or_else(|| 128 + out.status.signal().unwrap_or(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code, 143, "stderr: {stderr}");
     assert!(stdout.is_empty(), "stdout: {stdout}");
     env.assert_no_orphans();
 }
 
 #[test]
+fn installed_command_times_out_with_124() {
+    assert_timeout_124(&installed().cmd);
+}
+
+#[test]
+fn sigterm_to_the_installed_command_exits_143_without_orphans() {
+    assert_sigterm_143(&installed().cmd);
+}
+
+#[test]
 fn installed_with_ignore_scripts_works_the_same() {
-    let install = installed_ignoring_scripts();
-    assert_version(&install.cmd);
-    assert_failover(&install.cmd);
+    let cmd = &installed_ignoring_scripts().cmd;
+    assert_version(cmd);
+    assert_failover(cmd);
+    assert_timeout_124(cmd);
+    assert_sigterm_143(cmd);
 }
 
 #[track_caller]
@@ -380,7 +407,6 @@ fn without_the_platform_package_one_line_names_it_and_exit_2() {
         RUN_TIMEOUT,
     );
     assert_missing_platform_message(&out);
-    drop(install.dir);
 }
 
 /// A project install the way npm resolves it from a registry: the main package's
@@ -459,11 +485,8 @@ fn every_package_has_the_crate_version_and_no_install_script() {
     for (path, json) in &manifests {
         let where_ = path.display();
         assert_eq!(json["version"], VERSION, "{where_}: version");
+        // No lifecycle script at all: preinstall, install, postinstall, prepare, ...
         assert!(json.get("scripts").is_none(), "{where_}: has scripts");
-        assert!(
-            !path.with_file_name("binding.gyp").exists(),
-            "{where_}: binding.gyp"
-        );
     }
     let main = manifests
         .iter()
