@@ -314,11 +314,11 @@ fn assert_timeout_124(cmd: &Path) {
     env.assert_no_orphans();
 }
 
-/// SIGTERM to the PID of the installed command reaches the binary itself: the launcher has
+/// A signal to the PID of the installed command reaches the binary itself: the launcher has
 /// replaced itself with it (the PID's executable is the platform package's binary), so the exit
-/// is the binary's 143 and Pi is stopped.
+/// is the binary's (130 for SIGINT, 143 for SIGTERM) and Pi is stopped.
 #[track_caller]
-fn assert_sigterm_143(cmd: &Path) {
+fn assert_signal_exit(cmd: &Path, signal: i32, expected: i32) {
     let env = TestEnv::new(PI_MIN, &providers());
     env.llm.set_default(Behaviour::Hang);
     let args: Vec<&str> = START.iter().copied().chain([PROMPT]).collect();
@@ -341,7 +341,7 @@ fn assert_sigterm_143(cmd: &Path) {
         exe.display()
     );
     // SAFETY: plain kill(2) to our own child.
-    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    unsafe { libc::kill(pid as i32, signal) };
     // Collect both pipes while waiting, with a limit.
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -352,7 +352,7 @@ fn assert_sigterm_143(cmd: &Path) {
         Err(_) => {
             // SAFETY: plain kill(2) of our own child that overstayed.
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            panic!("the installed command did not exit within 15 s of SIGTERM");
+            panic!("the installed command did not exit within 15 s of signal {signal}");
         }
     };
     use std::os::unix::process::ExitStatusExt;
@@ -362,7 +362,7 @@ fn assert_sigterm_143(cmd: &Path) {
         .unwrap_or_else(|| 128 + out.status.signal().unwrap_or(0));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(code, 143, "stderr: {stderr}");
+    assert_eq!(code, expected, "stderr: {stderr}");
     assert!(stdout.is_empty(), "stdout: {stdout}");
     env.assert_no_orphans();
 }
@@ -374,7 +374,35 @@ fn installed_command_times_out_with_124() {
 
 #[test]
 fn sigterm_to_the_installed_command_exits_143_without_orphans() {
-    assert_sigterm_143(&installed().cmd);
+    assert_signal_exit(&installed().cmd, libc::SIGTERM, 143);
+}
+
+#[test]
+fn sigint_to_the_installed_command_exits_130_without_orphans() {
+    assert_signal_exit(&installed().cmd, libc::SIGINT, 130);
+}
+
+/// The other exit codes pass through as well: 1 when every candidate fails, 2 for a usage error.
+#[test]
+fn installed_command_exits_1_and_2_like_the_binary() {
+    let env = TestEnv::new(PI_MIN, &providers());
+    env.llm.set_default(Behaviour::Status402);
+    let out = run_installed(&env, &installed().cmd, &[PROMPT]);
+    out.assert_code(1)
+        .assert_stderr_contains("failover exhausted")
+        .assert_stdout_empty();
+    let bad = run_command(
+        env.other_cmd(&installed().cmd, ["--no-such-flag", "hi"]),
+        None,
+        RUN_TIMEOUT,
+    );
+    let bare = run_command(env.cmd(["--no-such-flag", "hi"]), None, RUN_TIMEOUT);
+    bad.assert_code(2).assert_stdout_empty();
+    assert_eq!(
+        bad.stderr, bare.stderr,
+        "the same usage error as the bare binary"
+    );
+    env.assert_no_orphans();
 }
 
 #[test]
@@ -383,7 +411,7 @@ fn installed_with_ignore_scripts_works_the_same() {
     assert_version(cmd);
     assert_failover(cmd);
     assert_timeout_124(cmd);
-    assert_sigterm_143(cmd);
+    assert_signal_exit(cmd, libc::SIGTERM, 143);
 }
 
 #[track_caller]
