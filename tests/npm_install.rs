@@ -150,6 +150,7 @@ fn pack(binaries: &[(&str, &Path)]) -> Packed {
     cmd.env("PATH", node_path())
         .env("HOME", dir.path())
         .env("npm_config_cache", dir.path().join("npm-cache"))
+        .env("npm_config_userconfig", dir.path().join("npmrc"))
         .env("npm_config_update_notifier", "false");
     run_ok(cmd, "npm/pack");
     Packed { _dir: dir, out }
