@@ -767,3 +767,15 @@ fn cross_built_binary_answers_and_fails_over() {
     assert_failover(&wrapper);
     eprintln!("cross: failover 402 → healthy provider: ok");
 }
+
+/// README's pinning example names the current version (in both languages), so a release that
+/// bumps Cargo.toml's version cannot leave it behind.
+#[test]
+fn readme_pins_the_crate_version() {
+    for readme in ["README.md", "README.zh-CN.md"] {
+        let text = std::fs::read_to_string(Path::new(ROOT).join(readme))
+            .unwrap_or_else(|e| panic!("read {readme}: {e}"));
+        let pin = format!("npm i -D --save-exact pi-ccswitch-run@{VERSION} ");
+        assert!(text.contains(&pin), "{readme} lacks {pin:?}");
+    }
+}
