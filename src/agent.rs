@@ -417,6 +417,7 @@ fn read_report(fd: &OwnedFd, limit: Duration) -> std::io::Result<String> {
 
 /// Asks the kernel to SIGKILL the child when the thread that spawns it (the runtime's thread,
 /// alive for the whole run) ends, i.e. when the runner dies however it dies.
+#[cfg(target_os = "linux")]
 fn die_with_parent(cmd: &mut Process) {
     let parent = i32::try_from(std::process::id()).unwrap_or(0);
     // SAFETY: only async-signal-safe calls (prctl, getppid) run between fork and exec.
@@ -433,6 +434,11 @@ fn die_with_parent(cmd: &mut Process) {
         });
     }
 }
+
+/// macOS has no `PR_SET_PDEATHSIG`: there a SIGKILLed runner leaves the stopping of Pi to the
+/// reaper (which SIGKILLs Pi's whole group when the lifeline ends) and to Pi's stdin EOF.
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_cmd: &mut Process) {}
 
 /// Most output taken from one `!command` of Pi's config (a key is short; more is not one).
 const COMMAND_OUTPUT_MAX: u64 = 64 * 1024;

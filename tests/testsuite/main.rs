@@ -19,6 +19,7 @@ mod health;
 mod images;
 mod layout;
 mod model_selection;
+mod npm;
 mod pi_faults;
 mod rig;
 mod runner;
