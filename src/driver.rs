@@ -103,9 +103,12 @@ impl Session {
         status: &mut StatusLine,
     ) -> Report {
         let start = clock::now();
-        let loaded = health.load(start.wall_ms).await;
-        // Store work happens on the health thread; its answers come back here.
+        // Store work happens on the health thread; its answers come back here. The machine
+        // starts on what this process knows, and the store's health joins it when it comes
+        // (the first request waits for it a short while at most: a slow store never holds
+        // the run).
         let (replies_tx, mut replies) = mpsc::unbounded_channel::<Reply>();
+        health.load(start.wall_ms, replies_tx.clone());
         let options = Options {
             fresh_session: self.jobs > 0,
             start_model: self.start_model.clone(),
@@ -113,11 +116,12 @@ impl Session {
             id_prefix: format!("r{}-", self.jobs),
             explain: job.explain,
             deadline: Some(deadline),
+            health_pending: true,
         };
         self.jobs += 1;
         let mut machine = Machine::with_options(
             job.config.clone(),
-            loaded,
+            health.snapshot(),
             job.message.clone(),
             job.images.clone(),
             options,
@@ -202,6 +206,7 @@ impl Session {
                     machine.handle_timeout(clock::now());
                 }
                 Some(reply) = replies.recv() => match reply {
+                    Reply::Loaded { health } => machine.handle_health_loaded(clock::now(), health),
                     Reply::Committed { seq, health: Some(merged) } => {
                         machine.handle_health(seq, merged);
                     }
@@ -441,32 +446,6 @@ fn pi_warning(line: &str, label: &str, status: &mut StatusLine) {
             crate::pi_stderr::with_runner_advice(line)
         ));
     }
-}
-
-/// A single run: one Pi, one job. Pi is always stopped and reaped before this returns.
-pub async fn run(
-    pi_command: &OsString,
-    pi_args: &[String],
-    job: &Job,
-    deadline: Instant,
-    health: &HealthHandle,
-    interrupt: &mut watch::Receiver<Option<Interrupt>>,
-) -> Report {
-    let mut session = match Session::start(pi_command, pi_args) {
-        Ok(s) => s,
-        Err(e) => {
-            let mut r = Report::failed(Exit::Error, e.to_string());
-            r.pi_start_failed = true;
-            return r;
-        }
-    };
-    let mut status = StatusLine::for_stderr();
-    let report = session
-        .run_job(job, health, interrupt, deadline, &mut status)
-        .await;
-    session.stop().await;
-    health.flush().await;
-    report
 }
 
 async fn sleep_until(t: Option<Instant>) {

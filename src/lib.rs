@@ -91,7 +91,8 @@ pub fn run(args: Vec<OsString>) -> Exit {
 fn fallible(inv: &cli::Invocation) -> anyhow::Result<Exit> {
     let timeout = std::time::Duration::from_millis(inv.timeout_ms);
     // `--timeout-ms` counts from here: reading the attachments is part of the run.
-    let deadline = clock::now().instant + timeout;
+    let started = clock::now().instant;
+    let deadline = started + timeout;
     let prepared = match inv.mode {
         cli::Mode::Run | cli::Mode::Explain => {
             match prepare_within(&inv.files, &inv.prompt, deadline)? {
@@ -127,7 +128,7 @@ fn fallible(inv: &cli::Invocation) -> anyhow::Result<Exit> {
             let signals = signals::install().context("cannot install signal handlers")?;
             let health = health_for(&settings)?;
             Ok(runtime.block_on(single::run(
-                inv, &settings, prepared, deadline, &health, signals,
+                inv, &settings, prepared, started, deadline, &health, signals,
             )))
         }
         cli::Mode::Batch(args) => {

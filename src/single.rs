@@ -5,17 +5,22 @@ use tokio::sync::watch;
 
 use crate::attach::Prepared;
 use crate::cli::{Invocation, Mode};
-use crate::driver::{self, Job};
+use crate::driver::{self, Job, Session};
 use crate::exit::Exit;
 use crate::health::service::HealthHandle;
 use crate::output;
+use crate::output::StatusLine;
+use crate::report::Report;
 use crate::settings::Settings;
 use crate::signals::Interrupt;
 
+/// Runs the prompt; `started` is when the run began (its `--timeout-ms` counts from there, and
+/// so does the `elapsed_ms` it reports).
 pub async fn run(
     inv: &Invocation,
     settings: &Settings,
     prepared: Prepared,
+    started: std::time::Instant,
     deadline: std::time::Instant,
     health: &HealthHandle,
     mut signals: watch::Receiver<Option<Interrupt>>,
@@ -50,15 +55,46 @@ pub async fn run(
         thinking,
         explain,
     };
-    let report = driver::run(
-        &settings.pi_command,
-        &pi_args,
-        &job,
-        deadline,
-        health,
-        &mut signals,
-    )
-    .await;
+    let mut session = match Session::start(&settings.pi_command, &pi_args) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            let mut r = Report::failed(Exit::Error, e.to_string());
+            r.pi_start_failed = true;
+            return deliver(inv, &r, &thinking_source, attachments);
+        }
+    };
+    let mut status = StatusLine::for_stderr();
+    let mut report = match session.as_mut() {
+        Some(s) => {
+            s.run_job(&job, health, &mut signals, deadline, &mut status)
+                .await
+        }
+        None => Report::failed(Exit::Error, "Pi did not start".to_string()),
+    };
+    // The answer first: stopping Pi and writing shared health afterwards must never delay it.
+    report.elapsed_ms = driver::ms_since(started);
+    let exit = deliver(inv, &report, &thinking_source, attachments);
+    if let Some(s) = session {
+        s.stop().await;
+    }
+    // What was not written by the deadline (or within a moment) is lost, as when the store is
+    // down: the exit never waits on a slow store.
+    let left = deadline.saturating_duration_since(crate::clock::now().instant);
+    health.flush_within(left.min(FLUSH_LIMIT)).await;
+    exit
+}
+
+/// The longest the end of a run waits for shared health to be written.
+const FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_millis(1000);
+
+/// Prints what the run came to (the answer, the JSON object or the explanation on stdout; the
+/// error and the retry hint on stderr) and returns its exit code.
+fn deliver(
+    inv: &Invocation,
+    report: &Report,
+    thinking_source: &str,
+    attachments: (usize, usize),
+) -> Exit {
     if let Some(err) = &report.error {
         output::error_line(err);
     }
@@ -68,10 +104,10 @@ pub async fn run(
     let written = match &report.explanation {
         Some(e) if inv.json => output::stdout_text(&format!(
             "{}\n",
-            output::explanation_json(e, &thinking_source, attachments)
+            output::explanation_json(e, thinking_source, attachments)
         )),
-        Some(e) => output::stdout_text(&output::explanation_text(e, &thinking_source, attachments)),
-        None if inv.json => output::stdout_text(&format!("{}\n", output::result_json(&report))),
+        Some(e) => output::stdout_text(&output::explanation_text(e, thinking_source, attachments)),
+        None if inv.json => output::stdout_text(&format!("{}\n", output::result_json(report))),
         None => match &report.answer {
             Some(answer) => output::answer(answer),
             None => Ok(()),

@@ -40,6 +40,8 @@ use worker::{Done, Outcome, Plan, Worker};
 
 /// How often the live status line is redrawn.
 const STATUS_TICK: Duration = Duration::from_millis(250);
+/// The longest the end of a batch waits for shared health to be written.
+const FLUSH_LIMIT: Duration = Duration::from_millis(2000);
 
 /// An `--output` that would lose data: `-` (a file of that name, not stdout) or the job file
 /// itself (results appended to the jobs would come back as invalid jobs).
@@ -284,7 +286,9 @@ impl Batch {
         local.await;
         drop(sink);
         let _ = sink_finished.await;
-        health.flush().await;
+        // Shared health written after the last job: a moment at most (a slow store must not
+        // hold the batch's exit).
+        health.flush_within(FLUSH_LIMIT).await;
         let stop = shared.stop.borrow().clone();
         if let Some(Stop::Setup(message)) = stop {
             output::error_line(&format!("batch stopped: {message}"));

@@ -46,6 +46,10 @@ pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 /// While waiting for a breaker to reopen, shared health is re-read at least this often (another
 /// process's probe may close it sooner).
 pub const WAIT_POLL: Duration = Duration::from_millis(1000);
+/// The longest the first request waits for shared health once Pi is ready: a slow store may
+/// cost a run this much before its first request, never more (then the run goes on with what
+/// this process knows).
+pub const HEALTH_GRACE: Duration = Duration::from_millis(250);
 
 pub struct Machine {
     pub(super) cfg: Config,
@@ -78,6 +82,7 @@ impl Machine {
         options: Options,
     ) -> Machine {
         let fresh = options.fresh_session;
+        let health_pending = options.health_pending;
         let mut m = Machine {
             wire: Wire {
                 pending: Pending::with_prefix(&options.id_prefix),
@@ -101,6 +106,8 @@ impl Machine {
                 unconfirmed: VecDeque::new(),
                 record_seq: 0,
                 own_leases: Vec::new(),
+                loaded: !health_pending,
+                grace_until: None,
             },
             round: Round::default(),
             attempt: AttemptState::default(),
@@ -142,7 +149,8 @@ impl Machine {
             Phase::Waiting { next_check, .. } => Some(next_check),
             _ => None,
         };
-        [watch, abort, self.wire.response_deadline, wait]
+        let grace = self.shared.grace_until.filter(|_| !self.shared.loaded);
+        [watch, abort, self.wire.response_deadline, wait, grace]
             .into_iter()
             .flatten()
             .min()
@@ -235,6 +243,15 @@ impl Machine {
         }
     }
 
+    /// The store's health for the start of the run (see `Options::health_pending`).
+    pub fn handle_health_loaded(&mut self, now: Now, health: Health) {
+        self.handle_health(0, health);
+        if !self.shared.loaded {
+            self.shared.loaded = true;
+            self.maybe_start(now);
+        }
+    }
+
     /// Shared health re-read while waiting for a breaker to reopen.
     pub fn handle_health_reloaded(&mut self, now: Now, health: Health) {
         self.handle_health(0, health);
@@ -319,6 +336,16 @@ impl Machine {
 
     pub fn handle_timeout(&mut self, now: Now) {
         self.wire.last_now = Some(now.instant);
+        if !self.shared.loaded && self.shared.grace_until.is_some_and(|t| now.instant >= t) {
+            // The store is slow: start with what this process knows rather than fall behind.
+            self.shared.loaded = true;
+            self.note(
+                Note::Detail,
+                "shared health did not arrive in time; starting with what this process knows"
+                    .to_string(),
+            );
+            self.maybe_start(now);
+        }
         if self
             .wire
             .response_deadline

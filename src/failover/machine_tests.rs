@@ -1782,3 +1782,76 @@ fn explain_ranks_and_excludes_without_sending_anything() {
     );
     assert_eq!(h.commands(), ["get_state", "get_available_models"]);
 }
+
+/// Issue 20: with shared health still on its way, the first request waits for it once Pi is
+/// ready, but never longer than `HEALTH_GRACE`: then the run goes on with what it knows.
+#[test]
+fn a_slow_store_costs_the_first_request_the_grace_at_most() {
+    let mut h = H::with_options(Options {
+        health_pending: true,
+        ..Options::default()
+    });
+    h.advance(600);
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    assert!(
+        sent.is_empty(),
+        "nothing before health or the grace: {sent:?}"
+    );
+    let ready = h.now().instant;
+    assert_eq!(h.m.poll_deadline(), Some(ready + HEALTH_GRACE));
+    h.advance(249);
+    h.m.handle_timeout(h.now());
+    assert!(h.sent().is_empty(), "still within the grace");
+    h.advance(1);
+    h.m.handle_timeout(h.now());
+    let sent = h.sent();
+    assert!(
+        matches!(sent.last(), Some((_, Command::Prompt { .. }))),
+        "{sent:?}"
+    );
+    // Health that comes late is still taken in (the next choices see it).
+    let mut late = Health::default();
+    late.apply(
+        &Delta::Failure {
+            at: h.now().wall_ms,
+            key: "b".into(),
+            scope: Scope::Provider,
+            class: FailureClass::Quota,
+            error: "402".into(),
+        },
+        1.0,
+    );
+    h.m.handle_health_loaded(h.now(), late);
+    assert!(h.sent().is_empty(), "no second start");
+}
+
+/// Health that arrives within the grace decides the start: a provider another run found dead
+/// is skipped before anything is sent.
+#[test]
+fn health_that_arrives_in_time_decides_the_start() {
+    let mut h = H::with_options(Options {
+        health_pending: true,
+        ..Options::default()
+    });
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    assert!(sent.is_empty());
+    h.advance(100);
+    let mut stored = Health::default();
+    stored.apply(
+        &Delta::Failure {
+            at: h.now().wall_ms,
+            key: "a".into(),
+            scope: Scope::Provider,
+            class: FailureClass::Quota,
+            error: "402".into(),
+        },
+        1.0,
+    );
+    h.m.handle_health_loaded(h.now(), stored);
+    let sent = h.sent();
+    assert!(
+        sent.iter()
+            .any(|(_, c)| matches!(c, Command::SetModel { provider, .. } if provider == "b")),
+        "{sent:?}"
+    );
+}

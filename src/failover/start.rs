@@ -89,6 +89,13 @@ impl Machine {
         if self.phase != Phase::Starting || !self.pi.state_seen || !self.pi.models_seen {
             return;
         }
+        if !self.shared.loaded {
+            // Pi is ready; shared health gets a short grace (see `HEALTH_GRACE`).
+            if self.shared.grace_until.is_none() {
+                self.shared.grace_until = Some(now.instant + super::machine::HEALTH_GRACE);
+            }
+            return;
+        }
         if let Err(problem) = self.check_setup() {
             return self.finish(Outcome::Setup(problem.to_string()));
         }

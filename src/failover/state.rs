@@ -52,6 +52,10 @@ pub struct Options {
     pub explain: bool,
     /// The run's (or job's) deadline: waiting for a breaker never goes past it.
     pub deadline: Option<Instant>,
+    /// The health given at creation is only what this process knew; the store's comes later
+    /// through `handle_health_loaded`. The first request waits for it, but never longer than
+    /// [`super::machine::HEALTH_GRACE`] after Pi is ready.
+    pub health_pending: bool,
 }
 
 /// Why a run ended.
@@ -302,6 +306,10 @@ pub(super) struct SharedView {
     pub(super) record_seq: u64,
     /// Probe leases this process holds (their breakers do not block it).
     pub(super) own_leases: Vec<ProbeTarget>,
+    /// The store's health has arrived, or the run stopped waiting for it.
+    pub(super) loaded: bool,
+    /// When the run stops waiting for the store's health (set once Pi is ready).
+    pub(super) grace_until: Option<Instant>,
 }
 
 /// The model in use and how the request last went out to it.

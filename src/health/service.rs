@@ -1,31 +1,57 @@
-//! The health thread: one thread per process owns the [`HealthStore`] and does every blocking
-//! store operation (file locks and fsync, Redis round trips) and the run log, so the async event
-//! loop that drives Pi never waits on them. Runs and batch workers talk to it through a cloneable
-//! [`HealthHandle`]; requests are served in order, so a load always sees earlier commits.
+//! The health thread: one thread per process that every run and batch worker talks to
+//! through a cloneable [`HealthHandle`], so the async event loop that drives Pi never waits on
+//! the store (file locks and fsync, Redis round trips). Requests are served in order, so a load
+//! always sees earlier commits.
+//!
+//! The store itself is driven from a second thread, the I/O thread, one operation at a time,
+//! and the health thread waits for each operation at most [`OP_BUDGET`]. A store that blows the
+//! budget (a Redis that answers slowly, or a byte at a time, or not at all; a state file behind
+//! a hung mount) counts as down: the health thread warns once and carries on with the in-memory
+//! mirror of everything this process learned, and the operation still under way is left to end
+//! on its own — the I/O thread takes no new one until it has, so nothing piles up, however the
+//! store behaves. A slow store therefore costs each operation at most the budget, and nothing at
+//! all while it counts as down.
 //!
 //! Losing shared health must never lose the answer: when the store fails (unwritable dir, lock
-//! timeout, newer schema, Redis down) the thread warns once and carries on with the in-memory
-//! mirror of everything this process committed. A transient failure is retried now and then
-//! ([`RETRY_AFTER_MS`]), not on every request; on recovery the deltas recorded meanwhile are
-//! written first, so nothing this process learned is lost.
+//! timeout, newer schema, Redis down or slow) the thread warns once and carries on in memory. A
+//! transient failure is retried now and then ([`RETRY_AFTER_MS`]), not on every request; on
+//! recovery the deltas recorded meanwhile are written first, so nothing this process learned is
+//! lost (and nothing is written twice: a commit that timed out but then went through is taken
+//! out of the replay).
+//!
+//! Every successful operation refreshes the mirror ([`HealthHandle::snapshot`]), and a load
+//! asked for while the mirror is fresher than [`FRESH_FOR`] is answered from it: the jobs of a
+//! batch start from what the last job read or wrote, without a round trip each.
 
 use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::store::{HealthStore, Memory, StoreError, Warning};
+use super::store::{Claim, HealthStore, Loaded, Memory, StoreError, Warning};
 use super::{Delta, Health};
+use crate::clock;
 use crate::runlog::{LogError, RunLog};
 
 /// How long a failed store is left alone before the next attempt (wall-clock ms).
 pub const RETRY_AFTER_MS: u64 = 30_000;
+/// The longest one store operation may take before the store counts as down. Above the
+/// state file's in-run lock wait (1 s), so contention alone never reads as an outage.
+pub const OP_BUDGET: Duration = Duration::from_millis(1500);
+/// A load asked for within this time of the last successful store operation is answered from
+/// the mirror.
+pub const FRESH_FOR: Duration = Duration::from_millis(1000);
 /// Deltas kept for replay while the store is down; the oldest go first past this.
 const REPLAY_MAX: usize = 1000;
 
 /// What the health thread sends back to a run.
 #[derive(Debug, Clone)]
 pub enum Reply {
+    /// Health for the start of a run or job (from the store, or the mirror when the store is
+    /// down or was read a moment ago).
+    Loaded { health: Health },
     /// The stored health after commit number `seq` of that run (other processes' updates
     /// included); `None` when the store was unavailable and nothing new was learned.
     Committed { seq: u64, health: Option<Health> },
@@ -38,7 +64,7 @@ pub enum Reply {
 enum Request {
     Load {
         now_ms: u64,
-        reply: oneshot::Sender<Health>,
+        reply: mpsc::UnboundedSender<Reply>,
     },
     Reload {
         now_ms: u64,
@@ -63,15 +89,25 @@ enum Request {
     },
 }
 
+/// What this process knows of health, readable without the health thread.
+#[derive(Debug, Default)]
+struct Mirror {
+    health: Health,
+    /// When the store last answered (None: never).
+    fresh_at: Option<Instant>,
+}
+
 /// A cheap, cloneable way to reach the health thread. The thread ends when every handle is
 /// dropped (after serving what was already asked).
 #[derive(Clone)]
 pub struct HealthHandle {
     tx: std_mpsc::Sender<Request>,
+    mirror: Arc<Mutex<Mirror>>,
 }
 
 impl HealthHandle {
-    /// Starts the health thread over `store`. `warn` prints one line on stderr.
+    /// Starts the health thread (and its I/O thread) over `store`. `warn` prints one line on
+    /// stderr.
     pub fn start(
         store: Box<dyn HealthStore>,
         cooldown_scale: f64,
@@ -79,15 +115,18 @@ impl HealthHandle {
         warn: Box<dyn FnMut(&str) + Send>,
     ) -> std::io::Result<HealthHandle> {
         let (tx, rx) = std_mpsc::channel();
+        let mirror = Arc::new(Mutex::new(Mirror::default()));
         let mut worker = Worker {
-            store,
+            io: Io::start(store)?,
             memory: Memory::new(cooldown_scale),
+            mirror: Arc::clone(&mirror),
             broken: None,
             warned: false,
             replay: Vec::new(),
             log,
             log_warned: false,
             warn,
+            budget: OP_BUDGET,
         };
         thread::Builder::new()
             .name("health".into())
@@ -96,16 +135,31 @@ impl HealthHandle {
                     worker.serve(request);
                 }
             })?;
-        Ok(HealthHandle { tx })
+        Ok(HealthHandle { tx, mirror })
     }
 
-    /// Health at the start of a job. If the thread is gone (it never panics, but), empty health.
-    pub async fn load(&self, now_ms: u64) -> Health {
-        let (reply, rx) = oneshot::channel();
-        if self.tx.send(Request::Load { now_ms, reply }).is_err() {
-            return Health::default();
+    /// Health as this process knows it right now (what the store last said plus what this
+    /// process recorded since); never waits.
+    pub fn snapshot(&self) -> Health {
+        self.mirror
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .health
+            .clone()
+    }
+
+    /// Queues a load for the start of a run or job; it comes back on `reply` as
+    /// [`Reply::Loaded`]. If the thread is gone, the snapshot comes back at once.
+    pub fn load(&self, now_ms: u64, reply: mpsc::UnboundedSender<Reply>) {
+        let request = Request::Load {
+            now_ms,
+            reply: reply.clone(),
+        };
+        if self.tx.send(request).is_err() {
+            let _ = reply.send(Reply::Loaded {
+                health: self.snapshot(),
+            });
         }
-        rx.await.unwrap_or_default()
     }
 
     /// Queues a re-read; the health comes back on `reply` as [`Reply::Reloaded`].
@@ -152,11 +206,13 @@ impl HealthHandle {
         let _ = self.tx.send(Request::Listed { models });
     }
 
-    /// Waits until everything asked so far has been served (before the process exits).
-    pub async fn flush(&self) {
+    /// Waits until everything asked so far has been served, but at most `limit` (writes after
+    /// an answer must never hold the process past its deadline; what is not written by then is
+    /// lost, as with a store that is down).
+    pub async fn flush_within(&self, limit: Duration) {
         let (reply, rx) = oneshot::channel();
         if self.tx.send(Request::Flush { reply }).is_ok() {
-            let _ = rx.await;
+            let _ = tokio::time::timeout(limit, rx).await;
         }
     }
 }
@@ -168,22 +224,108 @@ struct Broken {
     permanent: bool,
 }
 
+/// One store operation for the I/O thread.
+enum Op {
+    Load {
+        now_ms: u64,
+    },
+    Commit {
+        deltas: Vec<Delta>,
+        now_ms: u64,
+    },
+    Claim {
+        target: crate::health::ProbeTarget,
+        now_ms: u64,
+    },
+    Listed {
+        models: Vec<String>,
+    },
+}
+
+/// What an operation came to.
+enum Done {
+    Loaded(Result<Loaded, StoreError>),
+    Committed(Result<Loaded, StoreError>),
+    Claimed(Result<(Claim, Loaded), StoreError>),
+    Listed,
+}
+
+/// The I/O thread and the one operation it may have under way.
+struct Io {
+    ops: std_mpsc::Sender<(u64, Op, Instant)>,
+    done: std_mpsc::Receiver<(u64, Done)>,
+    next_id: u64,
+    /// The operation still under way after its budget ran out, if any.
+    overdue: Option<u64>,
+}
+
+impl Io {
+    fn start(mut store: Box<dyn HealthStore>) -> std::io::Result<Io> {
+        let (ops, rx) = std_mpsc::channel::<(u64, Op, Instant)>();
+        let (tx, done) = std_mpsc::channel();
+        thread::Builder::new()
+            .name("health-io".into())
+            .spawn(move || {
+                for (id, op, deadline) in rx {
+                    store.set_deadline(Some(deadline));
+                    let result = match op {
+                        Op::Load { now_ms } => Done::Loaded(store.load(now_ms)),
+                        Op::Commit { deltas, now_ms } => {
+                            Done::Committed(store.commit(&deltas, now_ms))
+                        }
+                        Op::Claim { target, now_ms } => {
+                            Done::Claimed(store.claim_probe(&target, now_ms))
+                        }
+                        Op::Listed { models } => {
+                            store.note_listed(&models);
+                            Done::Listed
+                        }
+                    };
+                    if tx.send((id, result)).is_err() {
+                        return;
+                    }
+                }
+            })?;
+        Ok(Io {
+            ops,
+            done,
+            next_id: 0,
+            overdue: None,
+        })
+    }
+}
+
+/// How an operation ended, for the health thread.
+enum Outcome {
+    Done(Done),
+    /// The budget ran out (or the I/O thread is still busy with an overdue operation).
+    Slow,
+}
+
 struct Worker {
-    store: Box<dyn HealthStore>,
+    io: Io,
     memory: Memory,
+    mirror: Arc<Mutex<Mirror>>,
     broken: Option<Broken>,
     warned: bool,
-    replay: Vec<Delta>,
+    /// Deltas not yet in the store, with the id of the commit that carried them last.
+    replay: Vec<(u64, Delta)>,
     log: Option<RunLog>,
     log_warned: bool,
     warn: Box<dyn FnMut(&str) + Send>,
+    budget: Duration,
 }
 
 impl Worker {
     fn serve(&mut self, request: Request) {
         match request {
             Request::Load { now_ms, reply } => {
-                let _ = reply.send(self.load(now_ms));
+                let health = if self.fresh() {
+                    self.memory.health.clone()
+                } else {
+                    self.load(now_ms)
+                };
+                let _ = reply.send(Reply::Loaded { health });
             }
             Request::Reload { now_ms, reply } => {
                 let health = self.load(now_ms);
@@ -212,7 +354,71 @@ impl Worker {
             Request::Flush { reply } => {
                 let _ = reply.send(());
             }
-            Request::Listed { models } => self.store.note_listed(&models),
+            Request::Listed { models } => {
+                if self.usable(clock::now().wall_ms) {
+                    // Best effort: pruning can wait for another run.
+                    let _ = self.run(Op::Listed { models });
+                }
+            }
+        }
+        self.publish();
+    }
+
+    /// Copies what this process knows into the mirror.
+    fn publish(&self) {
+        let mut m = self.mirror.lock().unwrap_or_else(PoisonError::into_inner);
+        m.health.clone_from(&self.memory.health);
+    }
+
+    /// The store answered a moment ago: a load can be served from memory.
+    fn fresh(&self) -> bool {
+        let m = self.mirror.lock().unwrap_or_else(PoisonError::into_inner);
+        m.fresh_at
+            .is_some_and(|t| clock::now().instant.saturating_duration_since(t) < FRESH_FOR)
+    }
+
+    fn answered(&self) {
+        let mut m = self.mirror.lock().unwrap_or_else(PoisonError::into_inner);
+        m.fresh_at = Some(clock::now().instant);
+    }
+
+    /// Runs one store operation within the budget.
+    fn run(&mut self, op: Op) -> Outcome {
+        self.collect_overdue(Duration::ZERO);
+        if self.io.overdue.is_some() {
+            return Outcome::Slow;
+        }
+        self.io.next_id += 1;
+        let id = self.io.next_id;
+        let deadline = clock::now().instant + self.budget;
+        if self.io.ops.send((id, op, deadline)).is_err() {
+            return Outcome::Slow;
+        }
+        loop {
+            let left = deadline.saturating_duration_since(clock::now().instant);
+            match self.io.done.recv_timeout(left) {
+                Ok((got, done)) if got == id => return Outcome::Done(done),
+                // Cannot happen (one operation at a time), but a stray answer is not ours.
+                Ok(_) => {}
+                Err(_) => {
+                    self.io.overdue = Some(id);
+                    return Outcome::Slow;
+                }
+            }
+        }
+    }
+
+    /// Takes the answer of an overdue operation if it has come (waiting at most `wait`): the
+    /// I/O thread is free again, and a commit that went through leaves the replay.
+    fn collect_overdue(&mut self, wait: Duration) {
+        let Some(id) = self.io.overdue else { return };
+        if let Ok((got, done)) = self.io.done.recv_timeout(wait)
+            && got == id
+        {
+            self.io.overdue = None;
+            if let Done::Committed(Ok(_)) = done {
+                self.replay.retain(|(carried_by, _)| *carried_by != id);
+            }
         }
     }
 
@@ -239,18 +445,40 @@ impl Worker {
         });
     }
 
+    /// The store blew its budget: down, like a failed one.
+    fn slow(&mut self, what: &str, now_ms: u64) {
+        let e = StoreError::Slow {
+            budget: self.budget,
+        };
+        self.fail(what, &e, now_ms);
+    }
+
     /// The store is being tried again after a failure: write what was learned meanwhile. It
     /// counts as working again only once that (or the next operation) succeeds.
     fn recovered(&mut self, now_ms: u64) {
         if self.broken.is_none() || self.replay.is_empty() {
             return;
         }
-        let pending = std::mem::take(&mut self.replay);
-        match self.store.commit(&pending, now_ms) {
-            Ok(_) => self.broken = None,
-            Err(e) => {
-                self.replay = pending;
+        let pending: Vec<Delta> = self.replay.iter().map(|(_, d)| d.clone()).collect();
+        let id = self.io.next_id + 1;
+        match self.run(Op::Commit {
+            deltas: pending,
+            now_ms,
+        }) {
+            Outcome::Done(Done::Committed(Ok(_))) => {
+                self.replay.clear();
+                self.broken = None;
+                self.answered();
+            }
+            Outcome::Done(Done::Committed(Err(e))) => {
                 self.fail("saving the health state", &e, now_ms);
+            }
+            Outcome::Done(_) => {}
+            Outcome::Slow => {
+                for (carried_by, _) in &mut self.replay {
+                    *carried_by = id;
+                }
+                self.slow("saving the health state", now_ms);
             }
         }
     }
@@ -274,22 +502,31 @@ impl Worker {
             return self.memory.health.clone();
         }
         self.recovered(now_ms);
-        match self.store.load(now_ms) {
-            Ok(loaded) => {
+        if !self.usable(now_ms) {
+            return self.memory.health.clone();
+        }
+        match self.run(Op::Load { now_ms }) {
+            Outcome::Done(Done::Loaded(Ok(loaded))) => {
                 if self.replay.is_empty() {
                     self.broken = None;
                 }
+                self.answered();
                 self.warnings(&loaded.warnings);
                 // What this process learned while the store was down is not in the store yet.
                 let mut health = loaded.health;
-                for d in &self.replay {
+                for (_, d) in &self.replay {
                     health.apply(d, self.memory.cooldown_scale);
                 }
                 self.memory.health = health.clone();
                 health
             }
-            Err(e) => {
+            Outcome::Done(Done::Loaded(Err(e))) => {
                 self.fail("reading the health state", &e, now_ms);
+                self.memory.health.clone()
+            }
+            Outcome::Done(_) => self.memory.health.clone(),
+            Outcome::Slow => {
+                self.slow("reading the health state", now_ms);
                 self.memory.health.clone()
             }
         }
@@ -300,31 +537,47 @@ impl Worker {
             self.memory.health.apply(d, self.memory.cooldown_scale);
         }
         if !self.usable(now_ms) {
-            self.keep_for_replay(deltas);
+            self.keep_for_replay(deltas, 0);
             return None;
         }
-        let mut all = std::mem::take(&mut self.replay);
+        let id = self.io.next_id + 1;
+        let mut all: Vec<Delta> = std::mem::take(&mut self.replay)
+            .into_iter()
+            .map(|(_, d)| d)
+            .collect();
         all.extend(deltas);
-        match self.store.commit(&all, now_ms) {
-            Ok(loaded) => {
+        match self.run(Op::Commit {
+            deltas: all.clone(),
+            now_ms,
+        }) {
+            Outcome::Done(Done::Committed(Ok(loaded))) => {
                 self.broken = None;
+                self.answered();
                 self.warnings(&loaded.warnings);
                 self.memory.health = loaded.health.clone();
                 Some(loaded.health)
             }
-            Err(e) => {
+            Outcome::Done(Done::Committed(Err(e))) => {
                 self.fail("saving the health state", &e, now_ms);
-                self.keep_for_replay(all);
+                self.keep_for_replay(all, 0);
+                None
+            }
+            Outcome::Done(_) => None,
+            Outcome::Slow => {
+                self.slow("saving the health state", now_ms);
+                // If the overdue commit goes through after all, these leave the replay.
+                self.keep_for_replay(all, id);
                 None
             }
         }
     }
 
-    fn keep_for_replay(&mut self, deltas: Vec<Delta>) {
+    fn keep_for_replay(&mut self, deltas: Vec<Delta>, carried_by: u64) {
         if matches!(&self.broken, Some(b) if b.permanent) {
             return;
         }
-        self.replay.extend(deltas);
+        self.replay
+            .extend(deltas.into_iter().map(|d| (carried_by, d)));
         let excess = self.replay.len().saturating_sub(REPLAY_MAX);
         self.replay.drain(..excess);
     }
@@ -334,18 +587,30 @@ impl Worker {
             return self.claim_in_memory(target, now_ms);
         }
         self.recovered(now_ms);
-        match self.store.claim_probe(target, now_ms) {
-            Ok((claim, loaded)) => {
+        if !self.usable(now_ms) {
+            return self.claim_in_memory(target, now_ms);
+        }
+        match self.run(Op::Claim {
+            target: target.clone(),
+            now_ms,
+        }) {
+            Outcome::Done(Done::Claimed(Ok((claim, loaded)))) => {
                 if self.replay.is_empty() {
                     self.broken = None;
                 }
+                self.answered();
                 self.memory.health = loaded.health;
                 claim.granted()
             }
             // Someone else is busy with the store: assume they may be probing.
-            Err(StoreError::LockTimeout { .. }) => false,
-            Err(e) => {
+            Outcome::Done(Done::Claimed(Err(StoreError::LockTimeout { .. }))) => false,
+            Outcome::Done(Done::Claimed(Err(e))) => {
                 self.fail("claiming a probe lease", &e, now_ms);
+                self.claim_in_memory(target, now_ms)
+            }
+            Outcome::Done(_) => false,
+            Outcome::Slow => {
+                self.slow("claiming a probe lease", now_ms);
                 self.claim_in_memory(target, now_ms)
             }
         }
@@ -453,6 +718,132 @@ mod tests {
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(
             warnings[0].contains("health is not shared this run"),
+            "{warnings:?}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use tokio::sync::mpsc;
+
+    use super::{HealthHandle, OP_BUDGET, Reply};
+    use crate::health::store::{Check, Claim, HealthStore, Loaded, StoreError};
+    use crate::health::{Delta, FailureClass, Health, ProbeTarget, Scope};
+
+    /// A store that never answers (a Redis that drip-feeds its replies, a hung mount): every
+    /// operation blocks until the test ends. Counts the operations it was given.
+    struct Stuck {
+        calls: Arc<Mutex<u32>>,
+    }
+
+    impl Stuck {
+        fn block(&self) -> ! {
+            *self.calls.lock().expect("calls") += 1;
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
+    }
+
+    impl HealthStore for Stuck {
+        fn location(&self) -> String {
+            "stuck".into()
+        }
+        fn load(&mut self, _: u64) -> Result<Loaded, StoreError> {
+            self.block()
+        }
+        fn commit(&mut self, _: &[Delta], _: u64) -> Result<Loaded, StoreError> {
+            self.block()
+        }
+        fn claim_probe(&mut self, _: &ProbeTarget, _: u64) -> Result<(Claim, Loaded), StoreError> {
+            self.block()
+        }
+        fn update(&mut self, _: u64, _: &mut dyn FnMut(&mut Health)) -> Result<Loaded, StoreError> {
+            self.block()
+        }
+        fn diagnose(&mut self, _: u64) -> Vec<Check> {
+            Vec::new()
+        }
+    }
+
+    fn quota(at: u64) -> Delta {
+        Delta::Failure {
+            at,
+            key: "p".into(),
+            scope: Scope::Provider,
+            class: FailureClass::Quota,
+            error: "402".into(),
+        }
+    }
+
+    /// Issue 20: a store that never answers costs one operation its budget and then nothing:
+    /// the store counts as down (one warning), later requests are answered from memory at
+    /// once, the I/O thread is given no second operation, and what this process learned is
+    /// still what it sees.
+    #[test]
+    fn a_store_that_never_answers_costs_one_budget_and_then_nothing() {
+        let calls = Arc::new(Mutex::new(0));
+        let warnings = Arc::new(Mutex::new(Vec::<String>::new()));
+        let seen = warnings.clone();
+        let health = HealthHandle::start(
+            Box::new(Stuck {
+                calls: calls.clone(),
+            }),
+            1.0,
+            None,
+            Box::new(move |line: &str| seen.lock().expect("warnings").push(line.to_string())),
+        )
+        .expect("health thread");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let (tx, mut replies) = mpsc::unbounded_channel();
+            let started = crate::clock::now().instant;
+            health.load(1, tx.clone());
+            let first = replies.recv().await;
+            assert!(matches!(first, Some(Reply::Loaded { .. })), "{first:?}");
+            let waited = started.elapsed();
+            assert!(
+                waited >= OP_BUDGET && waited < OP_BUDGET + Duration::from_millis(500),
+                "{waited:?}"
+            );
+            // From now on: at once, from memory, whatever is asked.
+            let started = crate::clock::now().instant;
+            for i in 0..50 {
+                health.commit(i, vec![quota(i)], 2, Some(tx.clone()));
+                health.claim(ProbeTarget::new(Scope::Provider, "q"), 2, tx.clone());
+                health.load(2, tx.clone());
+            }
+            for _ in 0..150 {
+                replies.recv().await.expect("reply");
+            }
+            assert!(
+                started.elapsed() < Duration::from_millis(200),
+                "{:?}",
+                started.elapsed()
+            );
+            health.flush_within(Duration::from_millis(100)).await;
+        });
+        assert_eq!(
+            *calls.lock().expect("calls"),
+            1,
+            "one operation ever reached the store"
+        );
+        let snapshot = health.snapshot();
+        assert_eq!(
+            snapshot.providers["p"].total_failures, 50,
+            "memory kept every delta"
+        );
+        let warnings = warnings.lock().expect("warnings");
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains("did not answer within 1500 ms"),
             "{warnings:?}"
         );
     }

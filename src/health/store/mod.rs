@@ -57,6 +57,9 @@ pub trait HealthStore: Send {
     /// The models Pi lists now (`provider/id`): when the store must drop records to stay
     /// bounded, records of models Pi no longer lists go first.
     fn note_listed(&mut self, _models: &[String]) {}
+    /// The operations that follow should end by `deadline`: a networked store bounds each
+    /// round trip by what is left of it, so a slow server frees the caller sooner.
+    fn set_deadline(&mut self, _deadline: Option<std::time::Instant>) {}
 }
 
 /// One line of `--doctor`.
@@ -315,6 +318,10 @@ pub enum StoreError {
         store: String,
         reason: String,
     },
+    /// The store did not finish an operation within the budget (see `health::service`).
+    Slow {
+        budget: Duration,
+    },
 }
 
 impl fmt::Display for StoreError {
@@ -347,6 +354,11 @@ impl fmt::Display for StoreError {
                 path.display()
             ),
             StoreError::Unavailable { store, reason } => write!(f, "{store}: {reason}"),
+            StoreError::Slow { budget } => write!(
+                f,
+                "the health store did not answer within {} ms (slow or unreachable)",
+                budget.as_millis()
+            ),
         }
     }
 }
@@ -359,7 +371,8 @@ impl std::error::Error for StoreError {
             StoreError::LockTimeout { .. }
             | StoreError::NewerSchema { .. }
             | StoreError::Symlink { .. }
-            | StoreError::Unavailable { .. } => None,
+            | StoreError::Unavailable { .. }
+            | StoreError::Slow { .. } => None,
         }
     }
 }

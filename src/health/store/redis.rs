@@ -135,20 +135,31 @@ impl RedisStore {
     /// Runs `f` on the connection (opening it first); any failure drops the connection.
     fn run<T>(
         &mut self,
-        f: impl FnOnce(&mut redis::Connection, &KeySpace) -> redis::RedisResult<T>,
+        mut f: impl FnMut(&mut redis::Connection, &KeySpace) -> redis::RedisResult<T>,
     ) -> Result<T, StoreError> {
-        let conn = match self.conn.get() {
-            Ok(c) => c,
-            Err(e) => return Err(self.unavailable(e.to_string())),
-        };
-        match f(conn, &self.keys) {
-            Ok(v) => Ok(v),
-            Err(e) => {
-                self.conn.reset();
-                let reason = self.describe(&e);
-                Err(self.unavailable(reason))
+        for fresh in [false, true] {
+            let conn = match self.conn.get() {
+                Ok(c) => c,
+                Err(e) => return Err(self.unavailable(e.to_string())),
+            };
+            match f(conn, &self.keys) {
+                Ok(v) => return Ok(v),
+                Err(e) => {
+                    let dropped_while_idle = !fresh
+                        && self.conn.stale()
+                        && !e.is_timeout()
+                        && (e.is_connection_dropped() || e.is_io_error());
+                    self.conn.reset();
+                    if dropped_while_idle {
+                        // The server dropped the idle connection: nothing was done on it.
+                        continue;
+                    }
+                    let reason = self.describe(&e);
+                    return Err(self.unavailable(reason));
+                }
             }
         }
+        Err(self.unavailable("the connection was lost twice"))
     }
 
     fn describe(&self, e: &redis::RedisError) -> String {
@@ -447,6 +458,10 @@ impl HealthStore for RedisStore {
         self.load_all(now_ms)
     }
 
+    fn set_deadline(&mut self, deadline: Option<std::time::Instant>) {
+        self.conn.deadline = deadline;
+    }
+
     fn reset_all(&mut self, now_ms: u64) -> Result<Loaded, StoreError> {
         // Whatever type each key has: a wrong-typed index set would make any read fail.
         self.wipe()?;
@@ -570,6 +585,26 @@ impl HealthStore for RedisStore {
     }
 }
 
+/// An `SSCAN` reply as (next cursor, members); anything else (an error for a key of the wrong
+/// type) is an empty last page.
+fn scan_page(v: &Value) -> (u64, Vec<Vec<u8>>) {
+    match v {
+        Value::Array(parts) => {
+            let cursor = parts
+                .first()
+                .and_then(int)
+                .and_then(|c| u64::try_from(c).ok())
+                .unwrap_or(0);
+            let members = match parts.get(1) {
+                Some(Value::Array(items)) => items.iter().map(bytes).collect(),
+                _ => Vec::new(),
+            };
+            (cursor, members)
+        }
+        _ => (0, Vec::new()),
+    }
+}
+
 /// `GETRANGE key 0 MAX-1`: a record, bounded (missing keys read as empty).
 fn getrange(p: &mut redis::Pipeline, key: &str) {
     p.cmd("GETRANGE").arg(key).arg(0).arg(MAX_VALUE_BYTES - 1);
@@ -656,9 +691,20 @@ fn read_all(
             .arg("COUNT")
             .arg(BATCH);
     }
-    let pages: Vec<(u64, Vec<Vec<u8>>)> = first.query(con)?;
+    // The switch counter and log in the same round trip: a load is two round trips (the
+    // indexes, then the records), which is what a store far away costs per load.
+    first
+        .cmd("GET")
+        .arg(keys.switches())
+        .cmd("LRANGE")
+        .arg(keys.switch_log())
+        .arg(0)
+        .arg(SWITCH_LOG_LEN - 1);
+    // A key of the wrong type reads as empty (`--reset all` deletes it whatever it is).
+    let replies: Vec<Value> = first.ignore_errors().query(con)?;
     let mut members = Vec::new();
-    for (scope, (mut cursor, page)) in BREAKER_SCOPES.into_iter().zip(pages) {
+    for (scope, reply) in BREAKER_SCOPES.into_iter().zip(&replies) {
+        let (mut cursor, page) = scan_page(reply);
         let mut seen: std::collections::BTreeSet<String> = page
             .into_iter()
             .filter_map(|m| String::from_utf8(m).ok())
@@ -676,15 +722,7 @@ fn read_all(
         members.extend(seen.into_iter().take(MAX_INDEX_READ).map(|k| (scope, k)));
     }
     let (mut health, raw) = read_records(con, keys, &members, now_ms, watch)?;
-    let tail: Vec<Value> = redis::pipe()
-        .cmd("GET")
-        .arg(keys.switches())
-        .cmd("LRANGE")
-        .arg(keys.switch_log())
-        .arg(0)
-        .arg(SWITCH_LOG_LEN - 1)
-        .ignore_errors()
-        .query(con)?;
+    let tail = replies.get(BREAKER_SCOPES.len()..).unwrap_or(&[]);
     health.switches = tail
         .first()
         .and_then(int)

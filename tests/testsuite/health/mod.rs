@@ -6,3 +6,4 @@ mod file_store;
 mod redis_runs;
 mod redis_store;
 mod runs;
+mod slow_redis;

@@ -22,9 +22,10 @@ use crate::clock;
 pub const CONNECT_BUDGET: Duration = Duration::from_millis(200);
 /// Each command's reply must arrive within this once connected.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_millis(500);
-/// A connection idle for longer is checked with `PING` before it is used again: a server that
-/// restarted, or closed idle clients (`timeout` in redis.conf, common on managed servers), would
-/// otherwise fail the next real command and cost the run its shared health for a while.
+/// A connection idle for longer may have been dropped by the server meanwhile (a restart, or
+/// `timeout` in redis.conf, common on managed servers): if its first command then fails with
+/// a lost connection, the operation is repeated once on a fresh one (instead of a `PING`
+/// before every such use, which would cost every batch job a round trip).
 pub const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 /// Why there is no usable connection. The texts never hold the password.
@@ -62,6 +63,11 @@ pub struct Conn {
     last_used: Option<std::time::Instant>,
     pub connect_budget: Duration,
     pub command_timeout: Duration,
+    /// When the current operation must be over (see `HealthStore::set_deadline`): every round
+    /// trip waits at most what is left of it.
+    pub deadline: Option<std::time::Instant>,
+    /// The connection [`Conn::get`] returned had been idle past [`IDLE_CHECK`].
+    stale: bool,
 }
 
 impl Conn {
@@ -72,6 +78,8 @@ impl Conn {
             last_used: None,
             connect_budget: CONNECT_BUDGET,
             command_timeout: COMMAND_TIMEOUT,
+            deadline: None,
+            stale: false,
         }
     }
 
@@ -79,28 +87,48 @@ impl Conn {
         &self.url
     }
 
-    /// The open connection, connecting first if there is none (or if an idle one no longer
-    /// answers: checking costs one `PING`, and only after [`IDLE_CHECK`]).
+    /// The open connection, connecting first if there is none. [`Conn::stale`] then says
+    /// whether it sat idle long enough that the server may have dropped it meanwhile.
     pub fn get(&mut self) -> Result<&mut redis::Connection, ConnectError> {
         let now = clock::now().instant;
-        let idle = self
-            .last_used
-            .is_some_and(|t| now.saturating_duration_since(t) > IDLE_CHECK);
+        self.stale = self.conn.is_some()
+            && self
+                .last_used
+                .is_some_and(|t| now.saturating_duration_since(t) > IDLE_CHECK);
         self.last_used = Some(now);
-        if idle
-            && let Some(conn) = self.conn.as_mut()
-            && redis::cmd("PING").query::<()>(conn).is_err()
-        {
-            self.conn = None;
+        if self.left(self.command_timeout).is_zero() {
+            return Err(ConnectError::Unreachable(
+                "the operation's time ran out".to_string(),
+            ));
         }
         if self.conn.is_none() {
             let (conn, _) = self.connect()?;
             self.conn = Some(conn);
         }
-        Ok(self
+        let timeout = self
+            .left(self.command_timeout)
+            .max(Duration::from_millis(1));
+        let conn = self
             .conn
             .as_mut()
-            .expect("UNWRAP: a connection was stored just above"))
+            .expect("UNWRAP: a connection was stored just above");
+        conn.set_read_timeout(Some(timeout))
+            .and_then(|()| conn.set_write_timeout(Some(timeout)))
+            .map_err(|e| ConnectError::Unreachable(e.to_string()))?;
+        Ok(conn)
+    }
+
+    /// Whether the connection last returned by [`Conn::get`] had been idle (see [`IDLE_CHECK`]).
+    pub fn stale(&self) -> bool {
+        self.stale
+    }
+
+    /// `limit`, or less if the operation's deadline comes first.
+    fn left(&self, limit: Duration) -> Duration {
+        match self.deadline {
+            Some(d) => limit.min(d.saturating_duration_since(clock::now().instant)),
+            None => limit,
+        }
     }
 
     /// Forgets the connection (after an error: its state is unknown).
@@ -129,8 +157,9 @@ impl Conn {
     fn connect(&self) -> Result<(redis::Connection, Opened), ConnectError> {
         let started = clock::now().instant;
         let elapsed = || clock::now().instant.saturating_duration_since(started);
+        let budget = self.left(self.connect_budget);
         let left = || {
-            self.connect_budget
+            budget
                 .saturating_sub(elapsed())
                 .max(Duration::from_millis(1))
         };
