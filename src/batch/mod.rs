@@ -253,7 +253,13 @@ impl Batch {
                                 output::progress_line(&done.note);
                             }
                             exit = jobs::worse(exit, done.exit);
-                            tally.record(done.exit, done.model.as_deref(), &done.usage, &done.failed_usage);
+                            tally.record(
+                                done.exit,
+                                done.model.as_deref(),
+                                &done.usage,
+                                &done.failed_usage,
+                                &done.failed_classes,
+                            );
                             if shared.ordered {
                                 order.push(done.index, done.line);
                                 shared.print_ready(&mut order, &sink).await;

@@ -22,11 +22,24 @@ pub struct Tally {
     usage: Usage,
     /// Tokens and cost of attempts that did not answer.
     failed_usage: Usage,
+    /// Attempts that did not answer, by failure class (a rejected request costs no tokens, but
+    /// it is counted here: 115 rate-limited requests must not read as nothing).
+    failed_attempts: BTreeMap<&'static str, u64>,
 }
 
 impl Tally {
     /// One finished job (an invalid line counts as a failed job).
-    pub fn record(&mut self, exit: Exit, model: Option<&str>, usage: &Usage, failed_usage: &Usage) {
+    pub fn record(
+        &mut self,
+        exit: Exit,
+        model: Option<&str>,
+        usage: &Usage,
+        failed_usage: &Usage,
+        failed_classes: &[&'static str],
+    ) {
+        for class in failed_classes {
+            *self.failed_attempts.entry(class).or_insert(0) += 1;
+        }
         if exit == Exit::Success {
             self.ok += 1;
         } else {
@@ -50,11 +63,15 @@ impl Tally {
         self.ok + self.failed + self.skipped
     }
 
-    /// Jobs per minute run by this process.
-    fn rate(&self, elapsed_ms: u64) -> f64 {
+    /// Jobs per minute run by this process, once there is a second to measure it by (a rate
+    /// over nothing would read 60000 jobs/min).
+    fn rate(&self, elapsed_ms: u64) -> Option<String> {
+        if elapsed_ms < 1000 || self.ok + self.failed == 0 {
+            return None;
+        }
         #[expect(clippy::cast_precision_loss, reason = "a rate for humans")]
-        let (ran, ms) = ((self.ok + self.failed) as f64, elapsed_ms.max(1) as f64);
-        ran * 60_000.0 / ms
+        let (ran, ms) = ((self.ok + self.failed) as f64, elapsed_ms as f64);
+        Some(format!("{:.1} jobs/min", ran * 60_000.0 / ms))
     }
 
     /// The live status line. `total` is what has been read of this shard so far; while the
@@ -62,12 +79,15 @@ impl Tally {
     pub fn status(&self, total: u64, reading: bool, elapsed_ms: u64) -> String {
         #[expect(clippy::cast_precision_loss, reason = "seconds for humans")]
         let secs = elapsed_ms as f64 / 1000.0;
+        let rate = self
+            .rate(elapsed_ms)
+            .map(|r| format!(" · {r}"))
+            .unwrap_or_default();
         format!(
-            "batch {}/{total}{} done · {} failed · {:.1} jobs/min · {secs:.1}s",
+            "batch {}/{total}{} done · {} failed{rate} · {secs:.1}s",
             self.done(),
             if reading { "+" } else { "" },
             self.failed,
-            self.rate(elapsed_ms),
         )
     }
 
@@ -75,14 +95,17 @@ impl Tally {
     pub fn lines(&self, total: u64, elapsed_ms: u64) -> [String; 2] {
         #[expect(clippy::cast_precision_loss, reason = "seconds for humans")]
         let secs = elapsed_ms as f64 / 1000.0;
+        let rate = self
+            .rate(elapsed_ms)
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default();
         let counts = format!(
             "batch: {} of {total} jobs done, {} ok, {} failed, {} skipped (already done), in \
-             {secs:.1} s ({:.1} jobs/min)",
+             {secs:.1} s{rate}",
             self.done(),
             self.ok,
             self.failed,
             self.skipped,
-            self.rate(elapsed_ms),
         );
         let mut models: Vec<String> = self
             .models
@@ -94,9 +117,23 @@ impl Tally {
         }
         let u = &self.usage;
         let f = &self.failed_usage;
+        let attempts: u64 = self.failed_attempts.values().sum();
+        let by_class = if attempts == 0 {
+            String::new()
+        } else {
+            let classes: Vec<String> = self
+                .failed_attempts
+                .iter()
+                .map(|(c, n)| format!("{c} {n}"))
+                .collect();
+            format!(" ({})", classes.join(", "))
+        };
+        // No currency symbol: the prices in models.json are in whatever currency the provider
+        // bills (CNY for Zhipu, Qwen, DeepSeek, Kimi), and Pi multiplies them as they are.
         let usage = format!(
             "batch: answers by model: {}; tokens: {} input, {} output, {} cache read, {} cache \
-             write, {} total; cost ${:.6}; failed attempts: {} tokens, ${:.6}",
+             write, {} total; cost {:.6}; failed attempts: {attempts}{by_class}, {} tokens, cost \
+             {:.6}",
             if models.is_empty() {
                 "none".to_string()
             } else {
@@ -137,20 +174,29 @@ mod tests {
             Some("back/m"),
             &usage(11, 7, 0.5),
             &usage(3, 0, 0.25),
+            &["quota"],
         );
         t.record(
             Exit::Success,
             Some("back/m"),
             &usage(11, 7, 0.5),
             &Usage::default(),
+            &["rate_limit", "rate_limit"],
         );
         t.record(
             Exit::Success,
             Some("prim/m"),
             &usage(1, 1, 0.0),
             &Usage::default(),
+            &[],
         );
-        t.record(Exit::Exhausted, None, &Usage::default(), &usage(2, 0, 0.0));
+        t.record(
+            Exit::Exhausted,
+            None,
+            &Usage::default(),
+            &usage(2, 0, 0.0),
+            &["rate_limit"],
+        );
         t.skipped = 4;
         let [counts, models] = t.lines(10, 30_000);
         assert_eq!(
@@ -161,7 +207,8 @@ mod tests {
         assert_eq!(
             models,
             "batch: answers by model: back/m 2, prim/m 1; tokens: 23 input, 15 output, 0 cache \
-             read, 0 cache write, 38 total; cost $1.000000; failed attempts: 5 tokens, $0.250000"
+             read, 0 cache write, 38 total; cost 1.000000; failed attempts: 4 (quota 1, \
+             rate_limit 3), 5 tokens, cost 0.250000"
         );
         assert_eq!(
             t.status(12, true, 30_000),
@@ -169,7 +216,13 @@ mod tests {
         );
         assert_eq!(
             t.status(12, false, 0),
-            "batch 8/12 done · 1 failed · 240000.0 jobs/min · 0.0s"
+            "batch 8/12 done · 1 failed · 0.0s",
+            "no rate over nothing"
+        );
+        assert!(
+            t.lines(10, 999)[0].ends_with("in 1.0 s"),
+            "{}",
+            t.lines(10, 999)[0]
         );
     }
 
@@ -184,6 +237,7 @@ mod tests {
                 Some(&format!("p/m{i}")),
                 &Usage::default(),
                 &Usage::default(),
+                &[],
             );
         }
         assert_eq!(t.models.len(), MAX_MODELS);

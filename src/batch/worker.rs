@@ -72,6 +72,8 @@ pub struct Done {
     pub model: Option<String>,
     pub usage: Usage,
     pub failed_usage: Usage,
+    /// The class of each attempt that did not answer (for the summary).
+    pub failed_classes: Vec<&'static str>,
 }
 
 /// How a job ended for the batch.
@@ -189,6 +191,13 @@ impl Worker {
             model,
             usage: report.answer_usage(),
             failed_usage: report.failed_usage(),
+            failed_classes: report
+                .attempts
+                .iter()
+                .filter_map(|a| a.failure.as_ref())
+                .filter(|f| f.class != crate::failover::classify::FailureClass::UserAbort)
+                .map(|f| f.class.as_str())
+                .collect(),
         }
     }
 
@@ -355,6 +364,7 @@ fn invalid_line(index: usize, number: u64, invalid: &Invalid) -> Done {
         model: None,
         usage: Usage::default(),
         failed_usage: Usage::default(),
+        failed_classes: Vec::new(),
     }
 }
 

@@ -79,7 +79,9 @@ impl Machine {
         self.tally.switches += 1;
         // Skipping a start model already known to be dead is not news for the shared log
         // (a batch would otherwise write one entry per job).
-        if reason != SwitchReason::Unhealthy {
+        if reason == SwitchReason::Unhealthy {
+            self.record(Delta::SkippedStart);
+        } else {
             self.record(Delta::Switch(entry));
         }
         // The round window restarts at each successful switch.

@@ -1855,3 +1855,18 @@ fn health_that_arrives_in_time_decides_the_start() {
         "{sent:?}"
     );
 }
+
+/// Issue 21: Chinese text counts at least one token per character in the context-window
+/// check (four characters a token was 2.5× low: a 1,293-character report showed ~338).
+#[test]
+fn cjk_text_counts_a_token_per_character() {
+    use crate::failover::start::estimate_tokens;
+    assert_eq!(estimate_tokens("abcd"), 1);
+    assert_eq!(estimate_tokens("abcde"), 2);
+    assert_eq!(estimate_tokens("季度收入增长"), 6);
+    assert_eq!(estimate_tokens("Q3 收入增长。"), 6);
+    let report: String = "本季度营收同比增长百分之十二。".repeat(86);
+    assert_eq!(report.chars().count(), 1290);
+    assert_eq!(estimate_tokens(&report), 1290);
+    assert_eq!(estimate_tokens("かなカナ한글"), 6);
+}

@@ -212,6 +212,9 @@ pub enum Delta {
     Release {
         target: ProbeTarget,
     },
+    /// A run started on another model than its own because its start model was known to be
+    /// down: counted (`--status` says how many), not logged (a batch would log every job).
+    SkippedStart,
 }
 
 /// Every breaker the machine knows about.
@@ -223,6 +226,8 @@ pub struct Health {
     pub endpoints: BTreeMap<String, Record>,
     pub switches: u64,
     pub switch_log: Vec<SwitchEntry>,
+    /// Runs that started elsewhere because their start model was down ([`Delta::SkippedStart`]).
+    pub skipped_starts: u64,
 }
 
 /// Why a model may not be used right now.
@@ -277,6 +282,9 @@ impl Health {
                     let r = map.entry(target.key.clone()).or_default();
                     r.lease_until = Some(at.saturating_add(PROBE_LEASE_MS));
                 }
+            }
+            Delta::SkippedStart => {
+                self.skipped_starts = self.skipped_starts.saturating_add(1);
             }
             Delta::Release { target } => {
                 if let Some(r) = self

@@ -43,6 +43,8 @@ pub const OP_BUDGET: Duration = Duration::from_millis(1500);
 /// A load asked for within this time of the last successful store operation is answered from
 /// the mirror.
 pub const FRESH_FOR: Duration = Duration::from_millis(1000);
+/// At most this many queued commits are merged into one store commit.
+const MAX_COALESCED: usize = 64;
 /// Deltas kept for replay while the store is down; the oldest go first past this.
 const REPLAY_MAX: usize = 1000;
 
@@ -131,8 +133,18 @@ impl HealthHandle {
         thread::Builder::new()
             .name("health".into())
             .spawn(move || {
-                for request in rx {
-                    worker.serve(request);
+                let mut next = rx.recv().ok();
+                while let Some(request) = next.take() {
+                    next = match request {
+                        // Commits queued behind each other go to the store as one: each
+                        // costs round trips, and a batch records several per job.
+                        Request::Commit { .. } => worker.serve_commits(request, &rx),
+                        other => {
+                            worker.serve(other);
+                            None
+                        }
+                    }
+                    .or_else(|| rx.recv().ok());
                 }
             })?;
         Ok(HealthHandle { tx, mirror })
@@ -362,6 +374,55 @@ impl Worker {
             }
         }
         self.publish();
+    }
+
+    /// Serves `first` (a commit) and every commit queued right behind it in one store commit,
+    /// in order; returns the request that ended the run of commits, if any.
+    fn serve_commits(
+        &mut self,
+        first: Request,
+        rx: &std_mpsc::Receiver<Request>,
+    ) -> Option<Request> {
+        let mut batch = vec![first];
+        let mut after = None;
+        while batch.len() < MAX_COALESCED {
+            match rx.try_recv() {
+                Ok(r @ Request::Commit { .. }) => batch.push(r),
+                Ok(other) => {
+                    after = Some(other);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        let mut deltas = Vec::new();
+        let mut replies = Vec::new();
+        let mut last_now = 0;
+        for r in batch {
+            if let Request::Commit {
+                seq,
+                deltas: d,
+                now_ms,
+                reply,
+            } = r
+            {
+                self.log_deltas(now_ms, &d);
+                deltas.extend(d);
+                last_now = last_now.max(now_ms);
+                replies.push((seq, reply));
+            }
+        }
+        let health = self.commit(deltas, last_now);
+        for (seq, reply) in replies {
+            if let Some(reply) = reply {
+                let _ = reply.send(Reply::Committed {
+                    seq,
+                    health: health.clone(),
+                });
+            }
+        }
+        self.publish();
+        after
     }
 
     /// Copies what this process knows into the mirror.
@@ -635,7 +696,10 @@ impl Worker {
                     ..
                 } => format!("fail {} {key} ({class}): {error}", scope.as_str()),
                 Delta::Switch(e) => format!("switch {} -> {} ({})", e.from, e.to, e.reason),
-                Delta::Success { .. } | Delta::Lease { .. } | Delta::Release { .. } => continue,
+                Delta::Success { .. }
+                | Delta::Lease { .. }
+                | Delta::Release { .. }
+                | Delta::SkippedStart => continue,
             };
             match log.append(now_ms, &line) {
                 Ok(()) => {}

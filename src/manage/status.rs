@@ -154,13 +154,15 @@ pub fn status_table(rows: &[ModelStatus], health: &Health) -> String {
     }
     let count = |s: &str| rows.iter().filter(|r| r.state == s).count();
     out.push_str(&format!(
-        "\n{} models: {} healthy, {} cooling, {} disabled, {} half-open/probing · {} switches recorded\n",
+        "\n{} models: {} healthy, {} cooling, {} disabled, {} half-open/probing · {} switches \
+         after a failure, {} runs started on another model because theirs was down\n",
         rows.len(),
         count("healthy"),
         count("cooling"),
         count("disabled"),
         count("half-open") + count("probing"),
-        health.switches
+        health.switches,
+        health.skipped_starts
     ));
     out
 }
@@ -177,13 +179,17 @@ pub fn status_json(rows: &[ModelStatus], health: &Health) -> Value {
             "failures": {"model": r.failures[0], "provider": r.failures[1], "endpoint": r.failures[2]},
             "last_class": r.last_class,
             "last_error": r.last_error,
-            "available": r.available,
+            // `listed`: Pi lists it now; `available`: a run could use it now (listed, and not
+            // cooling, disabled or being probed by another run).
+            "listed": r.available,
+            "available": r.available && matches!(r.state, "healthy" | "half-open"),
         })).collect::<Vec<_>>(),
         "healthy": count("healthy"),
         "cooling": count("cooling"),
         "disabled": count("disabled"),
         "half_open": count("half-open") + count("probing"),
         "switches": health.switches,
+        "skipped_starts": health.skipped_starts,
         "switch_log": health.switch_log.iter().map(|e| json!({
             "at": e.at,
             "from": crate::redact::redact_capped(&e.from, 300),

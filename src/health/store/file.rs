@@ -492,7 +492,10 @@ pub(super) fn scrub_delta(delta: &Delta) -> Delta {
             reason: redact_capped(&entry.reason, REASON_MAX_CHARS),
             ..entry.clone()
         }),
-        Delta::Success { .. } | Delta::Lease { .. } | Delta::Release { .. } => delta.clone(),
+        Delta::Success { .. }
+        | Delta::Lease { .. }
+        | Delta::Release { .. }
+        | Delta::SkippedStart => delta.clone(),
     }
 }
 

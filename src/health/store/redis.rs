@@ -340,7 +340,11 @@ impl HealthStore for RedisStore {
                 _ => None,
             })
             .collect();
-        if !targets.is_empty() || !switches.is_empty() {
+        let skipped = deltas
+            .iter()
+            .filter(|d| matches!(d, Delta::SkippedStart))
+            .count();
+        if !targets.is_empty() || !switches.is_empty() || skipped > 0 {
             let scale = self.cooldown_scale;
             self.transact(|con, keys| {
                 let (mut after, _) = read_records(con, keys, &targets, now_ms, true)?;
@@ -352,6 +356,12 @@ impl HealthStore for RedisStore {
                 let mut tx = redis::pipe();
                 tx.atomic();
                 add_writes(&mut tx, keys, &layout::plan(&before, &after, now_ms));
+                if skipped > 0 {
+                    tx.cmd("INCRBY")
+                        .arg(keys.skipped_starts())
+                        .arg(skipped)
+                        .ignore();
+                }
                 if !switches.is_empty() {
                     tx.cmd("INCRBY")
                         .arg(keys.switches())
@@ -439,6 +449,12 @@ impl HealthStore for RedisStore {
                 tx.cmd("SET")
                     .arg(keys.switches())
                     .arg(after.switches)
+                    .ignore();
+            }
+            if after.skipped_starts != before.skipped_starts {
+                tx.cmd("SET")
+                    .arg(keys.skipped_starts())
+                    .arg(after.skipped_starts)
                     .ignore();
             }
             if after.switch_log != before.switch_log {
@@ -699,7 +715,9 @@ fn read_all(
         .cmd("LRANGE")
         .arg(keys.switch_log())
         .arg(0)
-        .arg(SWITCH_LOG_LEN - 1);
+        .arg(SWITCH_LOG_LEN - 1)
+        .cmd("GET")
+        .arg(keys.skipped_starts());
     // A key of the wrong type reads as empty (`--reset all` deletes it whatever it is).
     let replies: Vec<Value> = first.ignore_errors().query(con)?;
     let mut members = Vec::new();
@@ -733,6 +751,11 @@ fn read_all(
         _ => Vec::new(),
     };
     health.switch_log = layout::decode_switch_log(&log);
+    health.skipped_starts = tail
+        .get(2)
+        .and_then(int)
+        .and_then(|n| u64::try_from(n).ok())
+        .unwrap_or(0);
     let mut orphans = Vec::new();
     let mut raws = HashMap::with_capacity(members.len());
     for ((scope, key), value) in members.into_iter().zip(raw) {

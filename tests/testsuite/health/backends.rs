@@ -770,7 +770,8 @@ fn step_strategy() -> impl proptest::strategy::Strategy<Value = (u64, Step)> {
         .clone()
         .prop_map(|m| (1u8, m.to_string(), Scope::Model, FailureClass::Unknown));
     let switch = Just((2u8, String::new(), Scope::Round, FailureClass::Unknown));
-    let one = prop_oneof![4 => delta, 2 => success, 1 => switch];
+    let skipped = Just((3u8, String::new(), Scope::Round, FailureClass::Unknown));
+    let one = prop_oneof![4 => delta, 2 => success, 1 => switch, 1 => skipped];
     let target = prop_oneof![
         provider.prop_map(|p| format!("provider:{p}")),
         model.prop_map(|m| format!("model:{m}")),
@@ -792,12 +793,13 @@ fn step_strategy() -> impl proptest::strategy::Strategy<Value = (u64, Step)> {
                             },
                         }
                     }
-                    _ => Delta::Switch(SwitchEntry {
+                    2 => Delta::Switch(SwitchEntry {
                         at: 0,
                         from: "a".into(),
                         to: "b".into(),
                         reason: "r".into(),
                     }),
+                    _ => Delta::SkippedStart,
                 })
                 .collect()
         )),
@@ -850,7 +852,7 @@ fn redis_agrees_with_direct_application_on_random_histories() {
                             Delta::Failure { at, .. } | Delta::Success { at, .. } => *at = now,
                             Delta::Switch(e) => e.at = now,
                             Delta::Lease { at, .. } => *at = now,
-                            Delta::Release { .. } => {}
+                            Delta::Release { .. } | Delta::SkippedStart => {}
                         }
                         d
                     })

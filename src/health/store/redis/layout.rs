@@ -57,6 +57,11 @@ impl KeySpace {
         format!("{}switches", self.ns)
     }
 
+    /// The counter of runs that started elsewhere ([`crate::health::Delta::SkippedStart`]).
+    pub fn skipped_starts(&self) -> String {
+        format!("{}skipped_starts", self.ns)
+    }
+
     pub fn switch_log(&self) -> String {
         format!("{}switch_log", self.ns)
     }
@@ -222,7 +227,7 @@ pub fn touched(deltas: &[crate::health::Delta]) -> Vec<(Scope, String)> {
             Delta::Lease { target, .. } | Delta::Release { target } => {
                 add(target.scope, &target.key)
             }
-            Delta::Switch(_) => {}
+            Delta::Switch(_) | Delta::SkippedStart => {}
         }
     }
     out
