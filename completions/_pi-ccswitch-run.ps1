@@ -52,6 +52,8 @@ Register-ArgumentCompleter -Native -CommandName 'pi-ccswitch-run' -ScriptBlock {
             [CompletionResult]::new('--status', '--status', [CompletionResultType]::ParameterName, 'Show the health of every model (breakers, cooldowns, failures) and exit')
             [CompletionResult]::new('--doctor', '--doctor', [CompletionResultType]::ParameterName, 'Check pi, Node, the agent dir, the health store, the models and the tools, then exit')
             [CompletionResult]::new('--resume', '--resume', [CompletionResultType]::ParameterName, 'Skip the jobs that already have a success in --output FILE; run the rest')
+            [CompletionResult]::new('--retry-failed', '--retry-failed', [CompletionResultType]::ParameterName, 'With --resume: run again the jobs whose recorded failure was in their input (bad attachment content, too large for every model, invalid lines)')
+            [CompletionResult]::new('--rerun-changed', '--rerun-changed', [CompletionResultType]::ParameterName, 'With --resume: run again the answered jobs whose attachments changed since their answer')
             [CompletionResult]::new('-p', '-p', [CompletionResultType]::ParameterName, 'Ignored (accepted for compatibility with the old runner)')
             [CompletionResult]::new('--print', '--print', [CompletionResultType]::ParameterName, 'Ignored (accepted for compatibility with the old runner)')
             [CompletionResult]::new('--no-session', '--no-session', [CompletionResultType]::ParameterName, 'Ignored (sessions are always ephemeral)')

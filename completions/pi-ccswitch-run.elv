@@ -49,6 +49,8 @@ set edit:completion:arg-completer[pi-ccswitch-run] = {|@words|
             cand --status 'Show the health of every model (breakers, cooldowns, failures) and exit'
             cand --doctor 'Check pi, Node, the agent dir, the health store, the models and the tools, then exit'
             cand --resume 'Skip the jobs that already have a success in --output FILE; run the rest'
+            cand --retry-failed 'With --resume: run again the jobs whose recorded failure was in their input (bad attachment content, too large for every model, invalid lines)'
+            cand --rerun-changed 'With --resume: run again the answered jobs whose attachments changed since their answer'
             cand -p 'Ignored (accepted for compatibility with the old runner)'
             cand --print 'Ignored (accepted for compatibility with the old runner)'
             cand --no-session 'Ignored (sessions are always ephemeral)'

@@ -31,6 +31,8 @@ complete -c pi-ccswitch-run -l explain -d 'Show which model would serve and why,
 complete -c pi-ccswitch-run -l status -d 'Show the health of every model (breakers, cooldowns, failures) and exit'
 complete -c pi-ccswitch-run -l doctor -d 'Check pi, Node, the agent dir, the health store, the models and the tools, then exit'
 complete -c pi-ccswitch-run -l resume -d 'Skip the jobs that already have a success in --output FILE; run the rest'
+complete -c pi-ccswitch-run -l retry-failed -d 'With --resume: run again the jobs whose recorded failure was in their input (bad attachment content, too large for every model, invalid lines)'
+complete -c pi-ccswitch-run -l rerun-changed -d 'With --resume: run again the answered jobs whose attachments changed since their answer'
 complete -c pi-ccswitch-run -s p -l print -d 'Ignored (accepted for compatibility with the old runner)'
 complete -c pi-ccswitch-run -l no-session -d 'Ignored (sessions are always ephemeral)'
 complete -c pi-ccswitch-run -l no-extensions -d 'Ignored (extensions are always disabled)'

@@ -328,8 +328,10 @@ impl Session {
                 reason,
                 last_error,
                 retry,
+                too_large,
             }) => {
                 report.exit = Exit::Exhausted;
+                report.permanent = too_large;
                 let tried = machine.tried();
                 let tried = if tried.is_empty() {
                     "no request was sent".to_string()

@@ -177,27 +177,29 @@ pub fn result_json(report: &Report) -> Value {
     })
 }
 
+/// What was attached, for `--explain`.
+#[derive(Debug, Clone, Default)]
+pub struct Inputs {
+    pub text_files: usize,
+    pub images: usize,
+    /// Attachments that were empty (skipped: nothing of them is sent).
+    pub empty: Vec<String>,
+}
+
 /// `--explain --json`.
-pub fn explanation_json(
-    e: &Explanation,
-    thinking_source: &str,
-    attachments: (usize, usize),
-) -> Value {
+pub fn explanation_json(e: &Explanation, thinking_source: &str, attachments: &Inputs) -> Value {
     let mut v = serde_json::to_value(e).unwrap_or(Value::Null);
     if let Some(obj) = v.as_object_mut() {
         obj.insert("thinking_source".to_string(), json!(thinking_source));
-        obj.insert("text_files".to_string(), json!(attachments.0));
+        obj.insert("text_files".to_string(), json!(attachments.text_files));
+        obj.insert("empty_attachments".to_string(), json!(attachments.empty));
         obj.insert("ok".to_string(), json!(!e.candidates.is_empty()));
     }
     v
 }
 
 /// `--explain` for people.
-pub fn explanation_text(
-    e: &Explanation,
-    thinking_source: &str,
-    attachments: (usize, usize),
-) -> String {
+pub fn explanation_text(e: &Explanation, thinking_source: &str, attachments: &Inputs) -> String {
     let mut out = String::new();
     out.push_str(&format!("start model: {}", e.start_model));
     match &e.start_skipped {
@@ -207,8 +209,14 @@ pub fn explanation_text(
     out.push_str(&format!("thinking: {thinking_source}\n"));
     out.push_str(&format!(
         "input: ~{} tokens, {} text file(s), {} image(s)\n",
-        e.input_tokens_estimate, attachments.0, attachments.1
+        e.input_tokens_estimate, attachments.text_files, attachments.images
     ));
+    if !attachments.empty.is_empty() {
+        out.push_str(&format!(
+            "empty attachments, not sent: {}\n",
+            attachments.empty.join(", ")
+        ));
+    }
     out.push_str(&format!(
         "watchdogs: first response {}, stall {}; failover round window {}; deadline {}\n",
         human_ms(e.first_response_ms),

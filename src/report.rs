@@ -30,6 +30,13 @@ pub struct Report {
     pub retry: Option<RetryHint>,
     /// `--explain`.
     pub explanation: Option<Box<Explanation>>,
+    /// The failure is in the input itself (its attachments' content, a request too large for
+    /// every model): it will fail again until the input changes (`--resume` skips it).
+    pub permanent: bool,
+    /// SHA-256 of each attachment, in order, when they were read.
+    pub digests: Vec<[u8; 32]>,
+    /// The job's content hash (see `attach::digest`), when its attachments could be read.
+    pub content_hash: Option<u64>,
 }
 
 impl Report {
@@ -47,6 +54,9 @@ impl Report {
             setup: false,
             retry: None,
             explanation: None,
+            permanent: false,
+            digests: Vec::new(),
+            content_hash: None,
         }
     }
 

@@ -44,7 +44,11 @@ pub async fn run(
         pi_args.push(level.clone());
     }
     let explain = inv.mode == Mode::Explain;
-    let attachments = (prepared.text_files, prepared.images.len());
+    let attachments = output::Inputs {
+        text_files: prepared.text_files,
+        images: prepared.images.len(),
+        empty: prepared.empty.clone(),
+    };
     let job = Job {
         message: prepared.message,
         images: prepared.images,
@@ -60,7 +64,7 @@ pub async fn run(
         Err(e) => {
             let mut r = Report::failed(Exit::Error, e.to_string());
             r.pi_start_failed = true;
-            return deliver(inv, &r, &thinking_source, attachments);
+            return deliver(inv, &r, &thinking_source, &attachments);
         }
     };
     let mut status = StatusLine::for_stderr();
@@ -73,7 +77,7 @@ pub async fn run(
     };
     // The answer first: stopping Pi and writing shared health afterwards must never delay it.
     report.elapsed_ms = driver::ms_since(started);
-    let exit = deliver(inv, &report, &thinking_source, attachments);
+    let exit = deliver(inv, &report, &thinking_source, &attachments);
     if let Some(s) = session {
         s.stop().await;
     }
@@ -93,7 +97,7 @@ fn deliver(
     inv: &Invocation,
     report: &Report,
     thinking_source: &str,
-    attachments: (usize, usize),
+    attachments: &output::Inputs,
 ) -> Exit {
     if let Some(err) = &report.error {
         output::error_line(err);

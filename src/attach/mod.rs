@@ -7,6 +7,7 @@
 //! swapped between a check and the open (a FIFO planted where a file was) cannot make the
 //! runner block: the open is non-blocking, and anything but a regular file is refused.
 
+pub mod digest;
 pub mod image;
 pub mod text;
 
@@ -28,6 +29,8 @@ pub struct Prepared {
     pub text_files: usize,
     /// One line per image that had to be re-encoded (for stderr).
     pub notes: Vec<String>,
+    /// SHA-256 of each attachment's bytes, in order.
+    pub digests: Vec<[u8; 32]>,
     /// The attachments that were empty (or held only a BOM), in order: skipped, as the old
     /// runner did, but never silently (see [`Prepared::empty_warning`]).
     pub empty: Vec<String>,
@@ -75,6 +78,9 @@ pub struct AttachError {
     pub path: PathBuf,
     pub problem: String,
     pub detail: Option<String>,
+    /// The problem is in what the file holds (binary, not UTF-8, too large, a corrupt image,
+    /// too many images): only a change of the file can cure it.
+    pub in_content: bool,
 }
 
 impl fmt::Display for AttachError {
@@ -93,11 +99,30 @@ impl fmt::Display for AttachError {
     }
 }
 
-/// What went wrong with one file, before the path is attached.
-type Problem = (String, Option<String>);
+/// What went wrong, and whether it is in the file's content (which only a new content can
+/// change) rather than in where or whether it can be read.
+#[derive(Debug)]
+pub(super) struct Problem {
+    what: String,
+    detail: Option<String>,
+    in_content: bool,
+}
 
+/// A problem with where or whether a file can be read (it may be there tomorrow).
 fn problem(what: &str, detail: Option<String>) -> Problem {
-    (what.to_string(), detail)
+    Problem {
+        what: what.to_string(),
+        detail,
+        in_content: false,
+    }
+}
+
+/// A problem with what a file holds: it stays until the file changes.
+fn content_problem(what: &str, detail: Option<String>) -> Problem {
+    Problem {
+        in_content: true,
+        ..problem(what, detail)
+    }
 }
 
 impl std::error::Error for AttachError {}
@@ -117,6 +142,7 @@ pub fn prepare(files: &[String], prompt: &str, stdin: Stdin) -> Result<Prepared,
     let mut images = Vec::new();
     let mut notes = Vec::new();
     let mut empty = Vec::new();
+    let mut digests = Vec::new();
     for file in files {
         let from_stdin = file == STDIN;
         let abs = if from_stdin {
@@ -124,33 +150,35 @@ pub fn prepare(files: &[String], prompt: &str, stdin: Stdin) -> Result<Prepared,
         } else {
             normalize(&std::path::absolute(Path::new(file)).unwrap_or_else(|_| PathBuf::from(file)))
         };
-        let err = |(problem, detail): Problem| AttachError {
+        let err = |p: Problem| AttachError {
             path: abs.clone(),
-            problem,
-            detail,
+            problem: p.what,
+            detail: p.detail,
+            in_content: p.in_content,
         };
         let bytes = if from_stdin {
             read_stdin(stdin).map_err(err)?
         } else {
             read_limited(&abs).map_err(err)?
         };
+        digests.push(digest::sha256(&bytes));
         match image::sniff(&bytes) {
             image::Sniffed::Image(format) => {
                 if images.len() >= MAX_IMAGES {
-                    return Err(err(problem(
+                    return Err(err(content_problem(
                         "too many images",
                         Some(format!("at most {MAX_IMAGES} images per run")),
                     )));
                 }
                 let prepared = image::prepare(&bytes, format, MAX_BASE64_LEN)
-                    .map_err(|e| err(problem("unusable image", Some(e.to_string()))))?;
+                    .map_err(|e| err(content_problem("unusable image", Some(e.to_string()))))?;
                 if let Some(note) = prepared.note(MAX_BASE64_LEN) {
                     notes.push(format!("{}: {note}", abs.display()));
                 }
                 images.push(ImageContent::new(prepared.base64, prepared.mime_type));
             }
             image::Sniffed::OtherBinary(what) => {
-                return Err(err(problem(
+                return Err(err(content_problem(
                     "binary files are not supported",
                     Some(format!("found {what}")),
                 )));
@@ -159,11 +187,11 @@ pub fn prepare(files: &[String], prompt: &str, stdin: Stdin) -> Result<Prepared,
                 let name = abs.to_string_lossy();
                 let block = text::wrap(&name, &bytes).map_err(|e| {
                     err(match e {
-                        text::TextError::Binary => problem(
+                        text::TextError::Binary => content_problem(
                             "binary files are not supported",
                             Some("found a NUL byte".to_string()),
                         ),
-                        text::TextError::InvalidUtf8 { offset } => problem(
+                        text::TextError::InvalidUtf8 { offset } => content_problem(
                             "not a UTF-8 text file",
                             Some(format!(
                                 "first invalid byte at offset {offset}; convert it to UTF-8 \
@@ -185,6 +213,7 @@ pub fn prepare(files: &[String], prompt: &str, stdin: Stdin) -> Result<Prepared,
         images,
         notes,
         empty,
+        digests,
     })
 }
 
@@ -206,7 +235,7 @@ fn normalize(path: &Path) -> PathBuf {
 }
 
 fn too_large(n: u64) -> Problem {
-    problem(
+    content_problem(
         "attachment too large",
         Some(format!(
             "{n} bytes; at most {} MiB per attachment",
@@ -217,7 +246,7 @@ fn too_large(n: u64) -> Problem {
 
 /// Opens without blocking (a FIFO or device cannot stall the open), then checks what was
 /// opened; symlinks to regular files are followed, as users expect of their own files.
-fn read_limited(path: &Path) -> Result<Vec<u8>, Problem> {
+pub(super) fn read_limited(path: &Path) -> Result<Vec<u8>, Problem> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = fs::OpenOptions::new()
         .read(true)

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
 use super::jobs::{self, Invalid, JobSpec, MAX_LINE};
-use super::ledger::{Known, Recorded};
+use super::ledger::{Known, Recorded, Rerun};
 use super::shard::{self, Identities, Identity};
 use crate::cli::Shard;
 use crate::lines::{Line, LineReader};
@@ -35,6 +35,8 @@ pub enum Item {
         index: usize,
         number: u64,
         invalid: Invalid,
+        /// FNV-1a 64 of the line's bytes: `--resume` knows the line by it (it may have no id).
+        line_hash: u64,
     },
 }
 
@@ -45,6 +47,11 @@ pub struct Progress {
     pub total: AtomicU64,
     /// Jobs skipped because `--resume` found them answered.
     pub skipped: AtomicU64,
+    /// Jobs and lines skipped because their latest result is a failure in the input itself,
+    /// which has not changed since.
+    pub failed_before: AtomicU64,
+    /// The worst exit code among those (the batch's exit code covers them).
+    pub failed_before_exit: AtomicU64,
     /// The whole input has been read (or reading failed).
     pub finished: AtomicBool,
     /// Why reading stopped early.
@@ -58,6 +65,8 @@ pub struct Filter {
     pub recorded: Option<Recorded>,
     /// `--output FILE` as given (for the changed-input message).
     pub output_name: String,
+    /// What `--resume` runs again besides the unanswered jobs.
+    pub rerun: Rerun,
     /// The jobs of this shard seen so far, for duplicate ids (keyed: see [`Identities`]).
     seen: HashSet<Identity>,
     ids: Identities,
@@ -73,10 +82,17 @@ pub enum Decision {
     Elsewhere,
     /// Answered before (`--resume`); `Some(message)` when its input changed since.
     Answered(Option<String>),
+    /// Failed before in its input, which did not change (`--resume`): the recorded exit code.
+    FailedBefore(i64),
 }
 
 impl Filter {
-    pub fn new(shard: Option<Shard>, recorded: Option<Recorded>, output_name: String) -> Filter {
+    pub fn new(
+        shard: Option<Shard>,
+        recorded: Option<Recorded>,
+        output_name: String,
+        rerun: Rerun,
+    ) -> Filter {
         let ids = recorded
             .as_ref()
             .map_or_else(Identities::new, |r| r.identities().clone());
@@ -84,14 +100,23 @@ impl Filter {
             shard,
             recorded,
             output_name,
+            rerun,
             seen: HashSet::new(),
             ids,
             next_index: 0,
         }
     }
 
-    /// Decides what becomes of input line `number`. Pure.
-    pub fn decide(&mut self, number: u64, parsed: Result<JobSpec, Invalid>) -> Decision {
+    /// Decides what becomes of input line `number` (whose bytes hash to `line_hash`).
+    /// `content` gives the content hash of a job's files as they are now; it is the only way
+    /// this reads anything.
+    pub fn decide(
+        &mut self,
+        number: u64,
+        line_hash: u64,
+        parsed: Result<JobSpec, Invalid>,
+        content: &mut dyn FnMut(&[String]) -> Option<u64>,
+    ) -> Decision {
         let id_hash = match &parsed {
             Ok(spec) => Some(spec.id.hash()),
             Err(invalid) => invalid.id.as_ref().map(jobs::JobId::hash),
@@ -101,7 +126,16 @@ impl Filter {
         }
         let spec = match parsed {
             Ok(spec) => spec,
-            Err(invalid) => return Decision::Run(self.invalid(number, invalid)),
+            Err(invalid) => {
+                if let Some(exit) = self
+                    .recorded
+                    .as_ref()
+                    .and_then(|r| r.invalid_before(line_hash, self.rerun))
+                {
+                    return Decision::FailedBefore(exit);
+                }
+                return Decision::Run(self.invalid(number, invalid, line_hash));
+            }
         };
         // Only valid jobs claim their id: a broken line does not spoil the id for a later fix.
         if !self.seen.insert(self.ids.of(&spec.id.canonical())) {
@@ -110,15 +144,31 @@ impl Filter {
                 id: Some(spec.id),
                 reason,
             };
-            return Decision::Run(self.invalid(number, invalid));
+            if let Some(exit) = self
+                .recorded
+                .as_ref()
+                .and_then(|r| r.invalid_before(line_hash, self.rerun))
+            {
+                return Decision::FailedBefore(exit);
+            }
+            return Decision::Run(self.invalid(number, invalid, line_hash));
         }
         let input_hash = spec.input_hash();
+        let files = spec.files.clone();
+        let mut now_content = || {
+            if files.is_empty() {
+                None
+            } else {
+                content(&files)
+            }
+        };
         match self
             .recorded
             .as_ref()
-            .map(|r| r.known(&spec.id, input_hash))
+            .map(|r| r.known(&spec.id, input_hash, self.rerun, &mut now_content))
         {
             Some(Known::Answered) => Decision::Answered(None),
+            Some(Known::FailedBefore(exit)) => Decision::FailedBefore(exit),
             Some(Known::AnsweredOtherInput) => Decision::Answered(Some(format!(
                 "{} (input line {number}): its input changed since its answer was recorded in \
                  {}; the recorded answer stands (to run it again, delete its line from {} or \
@@ -127,7 +177,7 @@ impl Filter {
                 self.output_name,
                 self.output_name
             ))),
-            Some(Known::Unanswered) | None => {
+            Some(Known::Unanswered | Known::AnsweredChanged) | None => {
                 let index = self.take_index();
                 Decision::Run(Item::Job {
                     index,
@@ -139,11 +189,12 @@ impl Filter {
         }
     }
 
-    fn invalid(&mut self, number: u64, invalid: Invalid) -> Item {
+    fn invalid(&mut self, number: u64, invalid: Invalid, line_hash: u64) -> Item {
         Item::Invalid {
             index: self.take_index(),
             number,
             invalid,
+            line_hash,
         }
     }
 
@@ -199,6 +250,10 @@ impl Reader {
                 return Ok(());
             };
             number += 1;
+            let line_hash = match &line {
+                Line::Whole(bytes) | Line::Unterminated(bytes) => shard::fnv1a64(bytes),
+                Line::TooLong { .. } => 0,
+            };
             let parsed = match line {
                 Line::Whole(bytes) | Line::Unterminated(bytes) => {
                     // On every line, not only the first: `cat a.jsonl b.jsonl` of files written
@@ -217,7 +272,10 @@ impl Reader {
                     ),
                 }),
             };
-            match self.filter.decide(number, parsed) {
+            let decision = self.filter.decide(number, line_hash, parsed, &mut |files| {
+                crate::attach::digest::content_hash_of(files)
+            });
+            match decision {
                 Decision::Elsewhere => {}
                 Decision::Answered(changed) => {
                     self.progress.total.fetch_add(1, Ordering::Relaxed);
@@ -225,6 +283,14 @@ impl Reader {
                     if let Some(message) = changed {
                         output::error_line(&message);
                     }
+                }
+                Decision::FailedBefore(exit) => {
+                    self.progress.total.fetch_add(1, Ordering::Relaxed);
+                    self.progress.failed_before.fetch_add(1, Ordering::Relaxed);
+                    let exit = u64::try_from(exit).unwrap_or(2);
+                    self.progress
+                        .failed_before_exit
+                        .fetch_max(exit, Ordering::Relaxed);
                 }
                 Decision::Run(item) => {
                     self.progress.total.fetch_add(1, Ordering::Relaxed);
@@ -243,12 +309,17 @@ mod tests {
     use super::*;
 
     fn run(filter: &mut Filter, number: u64, line: &str) -> Decision {
-        filter.decide(number, jobs::parse_line(line.as_bytes()))
+        filter.decide(
+            number,
+            shard::fnv1a64(line.as_bytes()),
+            jobs::parse_line(line.as_bytes()),
+            &mut |_| None,
+        )
     }
 
     #[test]
     fn duplicates_keep_their_id_and_broken_lines_do_not_claim_one() {
-        let mut f = Filter::new(None, None, String::new());
+        let mut f = Filter::new(None, None, String::new(), Rerun::default());
         assert!(matches!(
             run(&mut f, 1, r#"{"id":"a"}"#),
             Decision::Run(Item::Invalid { index: 0, .. })
@@ -266,6 +337,7 @@ mod tests {
                 index: 2,
                 number: 3,
                 invalid,
+                ..
             }) => {
                 assert_eq!(
                     invalid.reason,
@@ -298,7 +370,12 @@ mod tests {
             .collect();
         let mut counts = Vec::new();
         for index in 0..3 {
-            let mut f = Filter::new(Some(Shard { index, count: 3 }), None, String::new());
+            let mut f = Filter::new(
+                Some(Shard { index, count: 3 }),
+                None,
+                String::new(),
+                Rerun::default(),
+            );
             let taken = lines
                 .iter()
                 .enumerate()
@@ -311,9 +388,19 @@ mod tests {
             42,
             "each line once: {counts:?}"
         );
-        let mut zero = Filter::new(Some(Shard { index: 0, count: 3 }), None, String::new());
+        let mut zero = Filter::new(
+            Some(Shard { index: 0, count: 3 }),
+            None,
+            String::new(),
+            Rerun::default(),
+        );
         assert!(matches!(run(&mut zero, 1, "not json"), Decision::Run(_)));
-        let mut one = Filter::new(Some(Shard { index: 1, count: 3 }), None, String::new());
+        let mut one = Filter::new(
+            Some(Shard { index: 1, count: 3 }),
+            None,
+            String::new(),
+            Rerun::default(),
+        );
         assert!(matches!(run(&mut one, 1, "not json"), Decision::Elsewhere));
     }
 
@@ -331,7 +418,12 @@ mod tests {
         recorded.apply(
             br#"{"id":"b","ok":true,"exit_code":0,"answer":"y","input_hash":"0000000000000001"}"#,
         );
-        let mut f = Filter::new(None, Some(recorded), "out.jsonl".to_string());
+        let mut f = Filter::new(
+            None,
+            Some(recorded),
+            "out.jsonl".to_string(),
+            Rerun::default(),
+        );
         assert!(matches!(
             run(&mut f, 1, r#"{"id":"a","prompt":"p"}"#),
             Decision::Answered(None)
@@ -371,9 +463,9 @@ mod tests {
             let parsed: Vec<_> = lines.iter().map(|l| jobs::parse_line(l.as_bytes())).collect();
             let mut owners = vec![0usize; lines.len()];
             for index in 0..count {
-                let mut f = Filter::new(Some(Shard { index, count }), None, String::new());
+                let mut f = Filter::new(Some(Shard { index, count }), None, String::new(), Rerun::default());
                 for (n, p) in parsed.iter().enumerate() {
-                    if matches!(f.decide(n as u64 + 1, p.clone()), Decision::Run(_)) {
+                    if matches!(f.decide(n as u64 + 1, 0, p.clone(), &mut |_| None), Decision::Run(_)) {
                         owners[n] += 1;
                     }
                 }
@@ -390,7 +482,7 @@ mod tests {
             .unwrap();
         let (tx, mut rx) = mpsc::channel(1);
         let progress = Arc::new(Progress::default());
-        let filter = Filter::new(None, None, String::new());
+        let filter = Filter::new(None, None, String::new(), Rerun::default());
         spawn(
             Box::new(&input[..]),
             filter,

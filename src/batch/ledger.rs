@@ -168,14 +168,33 @@ fn read(file: &File) -> io::Result<Recorded> {
     Ok(recorded)
 }
 
-/// What `--resume` knows: for each job answered in FILE (by its [`Identity`]), the hash of the
-/// input it was answered for. 24 bytes per recorded success (plus the hash table's spare room).
+/// What `--resume` knows: for each job answered in FILE (by its [`Identity`]), the hashes of
+/// the input and of the attachments' content it was answered for (32 bytes per recorded success,
+/// plus the hash table's spare room); the jobs whose latest result is a failure in their input
+/// itself, with the same hashes; and the invalid lines reported as such (by a hash of the line).
 #[derive(Debug, Default)]
 pub struct Recorded {
     ids: Identities,
-    answered: HashMap<Identity, u64>,
+    answered: HashMap<Identity, Recorded1>,
+    failed: HashMap<Identity, Failed>,
+    invalid: HashMap<u64, i64>,
     /// Lines that are not results at all (ignored).
     pub malformed: u64,
+}
+
+/// One recorded answer.
+#[derive(Debug, Clone, Copy)]
+struct Recorded1 {
+    input: u64,
+    content: Option<u64>,
+}
+
+/// One recorded failure in the input itself.
+#[derive(Debug, Clone, Copy)]
+struct Failed {
+    input: u64,
+    content: Option<u64>,
+    exit: i64,
 }
 
 /// A job as FILE knows it.
@@ -188,6 +207,21 @@ pub enum Known {
     /// Answered, but its input changed since: the recorded answer stands (no money spent
     /// twice); the user is told how to run it again.
     AnsweredOtherInput,
+    /// Answered, but its attachments changed since, and `--rerun-changed` asks to run it.
+    AnsweredChanged,
+    /// Its latest result is a failure in its input (an attachment's content, a request too
+    /// large for every model) and neither the line nor the files changed: it would fail the
+    /// same way (`--retry-failed` runs it anyway). The recorded exit code.
+    FailedBefore(i64),
+}
+
+/// What `--resume` runs again besides the unanswered jobs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rerun {
+    /// `--retry-failed`.
+    pub failed: bool,
+    /// `--rerun-changed`.
+    pub changed: bool,
 }
 
 /// The fields of a result line that matter here.
@@ -201,6 +235,12 @@ struct RecordLine {
     exit_code: Option<i64>,
     #[serde(default)]
     answer: Option<Value>,
+    #[serde(default)]
+    permanent: bool,
+    #[serde(default)]
+    content_hash: Option<String>,
+    #[serde(default)]
+    line_hash: Option<String>,
 }
 
 impl RecordLine {
@@ -233,31 +273,84 @@ impl Recorded {
             self.malformed += 1;
             return;
         };
+        let input = record.input_hash.as_deref().map(parse_hex);
+        if !record.ok && input.is_none() {
+            // The report of an invalid input line: not a job's result (its id may be null).
+            if record.permanent
+                && let Some(Some(line)) = record.line_hash.as_deref().map(parse_hex)
+            {
+                self.invalid.insert(line, record.exit_code.unwrap_or(2));
+            }
+            return;
+        }
         let Ok(id) = JobId::from_value(&record.id) else {
             self.malformed += 1;
             return;
         };
         let key = self.ids.of(&id.canonical());
-        match (record.ok, record.input_hash.as_deref().map(parse_hex)) {
-            // The report of an invalid input line: not a job's result.
-            (false, None) => {}
+        let content = record.content_hash.as_deref().and_then(parse_hex);
+        match (record.ok, input) {
             (true, Some(Some(input))) => {
-                self.answered.insert(key, input);
+                self.failed.remove(&key);
+                self.answered.insert(key, Recorded1 { input, content });
             }
-            (false, Some(Some(_))) => {
+            (false, Some(Some(input))) => {
                 self.answered.remove(&key);
+                if record.permanent {
+                    let exit = record.exit_code.unwrap_or(2);
+                    self.failed.insert(
+                        key,
+                        Failed {
+                            input,
+                            content,
+                            exit,
+                        },
+                    );
+                } else {
+                    self.failed.remove(&key);
+                }
             }
             _ => self.malformed += 1,
         }
     }
 
-    /// What FILE says about the job with this id and input hash.
-    pub fn known(&self, id: &JobId, input_hash: u64) -> Known {
-        match self.answered.get(&self.ids.of(&id.canonical())) {
-            None => Known::Unanswered,
-            Some(h) if *h == input_hash => Known::Answered,
-            Some(_) => Known::AnsweredOtherInput,
+    /// What FILE says about the job with this id, input hash and files; `content` reads the
+    /// files' content hash as they are now (only called when it matters: the files are read
+    /// only for jobs that failed in their content, or with `--rerun-changed`).
+    pub fn known(
+        &self,
+        id: &JobId,
+        input_hash: u64,
+        rerun: Rerun,
+        content: &mut dyn FnMut() -> Option<u64>,
+    ) -> Known {
+        let key = self.ids.of(&id.canonical());
+        if let Some(r) = self.answered.get(&key) {
+            if r.input != input_hash {
+                return Known::AnsweredOtherInput;
+            }
+            // An answer recorded before content hashes were: unknown, so it stands.
+            return match r.content {
+                Some(recorded) if rerun.changed && content() != Some(recorded) => {
+                    Known::AnsweredChanged
+                }
+                _ => Known::Answered,
+            };
         }
+        match self.failed.get(&key) {
+            Some(f) if !rerun.failed && f.input == input_hash && content() == f.content => {
+                Known::FailedBefore(f.exit)
+            }
+            _ => Known::Unanswered,
+        }
+    }
+
+    /// The exit code recorded for this invalid line, if it was reported before and `--retry-failed`
+    /// does not ask for it again.
+    pub fn invalid_before(&self, line_hash: u64, rerun: Rerun) -> Option<i64> {
+        (!rerun.failed)
+            .then(|| self.invalid.get(&line_hash).copied())
+            .flatten()
     }
 
     /// How many jobs FILE has answered.
@@ -300,16 +393,111 @@ mod tests {
         }
         assert_eq!(r.malformed, 6);
         assert_eq!(r.answered(), 3);
-        assert_eq!(r.known(&id("a"), 0xaa), Known::Answered);
-        assert_eq!(r.known(&id("a"), 0xab), Known::AnsweredOtherInput);
-        assert_eq!(r.known(&id("b"), 0xbb), Known::Unanswered);
         assert_eq!(
-            r.known(&id("7"), 7),
+            r.known(&id("a"), 0xaa, Rerun::default(), &mut || None),
+            Known::Answered
+        );
+        assert_eq!(
+            r.known(&id("a"), 0xab, Rerun::default(), &mut || None),
+            Known::AnsweredOtherInput
+        );
+        assert_eq!(
+            r.known(&id("b"), 0xbb, Rerun::default(), &mut || None),
+            Known::Unanswered
+        );
+        assert_eq!(
+            r.known(&id("7"), 7, Rerun::default(), &mut || None),
             Known::Answered,
             "7 and \"7\" are one id"
         );
-        assert_eq!(r.known(&id("c"), 0xcc), Known::Answered);
-        assert_eq!(r.known(&id("d"), 0xdd), Known::Unanswered);
+        assert_eq!(
+            r.known(&id("c"), 0xcc, Rerun::default(), &mut || None),
+            Known::Answered
+        );
+        assert_eq!(
+            r.known(&id("d"), 0xdd, Rerun::default(), &mut || None),
+            Known::Unanswered
+        );
+    }
+
+    /// Issue 21: a failure in the input itself is remembered with the input and content it
+    /// met; the job is not run again until one of them changes, or `--retry-failed`. An answer
+    /// is run again when its files changed only with `--rerun-changed`.
+    #[test]
+    fn failures_in_the_input_and_changed_files() {
+        let mut r = Recorded::default();
+        for l in [
+            r#"{"id":"bin","ok":false,"exit_code":2,"input_hash":"00000000000000aa","permanent":true,"content_hash":"0000000000000001"}"#,
+            r#"{"id":"gone","ok":false,"exit_code":2,"input_hash":"00000000000000bb","permanent":false}"#,
+            r#"{"id":"done","ok":true,"exit_code":0,"input_hash":"00000000000000cc","answer":"x","content_hash":"0000000000000007"}"#,
+            r#"{"id":"old","ok":true,"exit_code":0,"input_hash":"00000000000000dd","answer":"x"}"#,
+            r#"{"id":null,"ok":false,"exit_code":2,"input_hash":null,"permanent":true,"line_hash":"00000000000000ee"}"#,
+        ] {
+            r.apply(l.as_bytes());
+        }
+        assert_eq!(r.malformed, 0);
+        let none = Rerun::default();
+        let retry = Rerun {
+            failed: true,
+            changed: false,
+        };
+        let changed = Rerun {
+            failed: false,
+            changed: true,
+        };
+        let mut same = || Some(1);
+        assert_eq!(
+            r.known(&id("bin"), 0xaa, none, &mut same),
+            Known::FailedBefore(2)
+        );
+        assert_eq!(
+            r.known(&id("bin"), 0xaa, retry, &mut same),
+            Known::Unanswered
+        );
+        assert_eq!(
+            r.known(&id("bin"), 0xab, none, &mut same),
+            Known::Unanswered,
+            "line changed"
+        );
+        assert_eq!(
+            r.known(&id("bin"), 0xaa, none, &mut || Some(2)),
+            Known::Unanswered,
+            "file changed"
+        );
+        assert_eq!(
+            r.known(&id("gone"), 0xbb, none, &mut || None),
+            Known::Unanswered,
+            "not permanent"
+        );
+        assert_eq!(
+            r.known(&id("done"), 0xcc, none, &mut || Some(8)),
+            Known::Answered
+        );
+        assert_eq!(
+            r.known(&id("done"), 0xcc, changed, &mut || Some(7)),
+            Known::Answered
+        );
+        assert_eq!(
+            r.known(&id("done"), 0xcc, changed, &mut || Some(8)),
+            Known::AnsweredChanged
+        );
+        assert_eq!(
+            r.known(&id("done"), 0xcc, changed, &mut || None),
+            Known::AnsweredChanged
+        );
+        assert_eq!(
+            r.known(&id("old"), 0xdd, changed, &mut || Some(8)),
+            Known::Answered,
+            "an answer recorded without a content hash stands"
+        );
+        assert_eq!(r.invalid_before(0xee, none), Some(2));
+        assert_eq!(r.invalid_before(0xee, retry), None);
+        assert_eq!(r.invalid_before(0xef, none), None);
+        // A later success forgets the failure.
+        r.apply(
+            br#"{"id":"bin","ok":true,"exit_code":0,"input_hash":"00000000000000aa","answer":"y"}"#,
+        );
+        assert_eq!(r.known(&id("bin"), 0xaa, none, &mut same), Known::Answered);
     }
 
     /// Issue 20: a forged or foreign line that claims success without an answer, or with an

@@ -129,7 +129,11 @@ pub async fn run(
         Some(l) => (l.recorded, Target::File(l.guard)),
         None => (None, Target::Stdout),
     };
-    let filter = Filter::new(args.shard, recorded, output_name);
+    let rerun = ledger::Rerun {
+        failed: args.retry_failed,
+        changed: args.rerun_changed,
+    };
+    let filter = Filter::new(args.shard, recorded, output_name, rerun);
     let batch = Batch::start(plan, source, filter, target, &args.file)?;
     Ok(batch.run(health, signals).await)
 }
@@ -279,6 +283,7 @@ impl Batch {
                     },
                 }
                 tally.skipped = progress.skipped.load(Ordering::Relaxed);
+                tally.failed_before = progress.failed_before.load(Ordering::Relaxed);
                 status.show(&tally.status(
                     progress.total.load(Ordering::Relaxed),
                     !progress.finished.load(Ordering::Acquire),
@@ -301,6 +306,16 @@ impl Batch {
             return Exit::Error;
         }
         tally.skipped = progress.skipped.load(Ordering::Relaxed);
+        tally.failed_before = progress.failed_before.load(Ordering::Relaxed);
+        // Jobs that failed before in their input are not run again, but they are not done.
+        exit = jobs::worse(
+            exit,
+            match progress.failed_before_exit.load(Ordering::Relaxed) {
+                0 => Exit::Success,
+                1 => Exit::Exhausted,
+                _ => Exit::Error,
+            },
+        );
         for line in tally.lines(
             progress.total.load(Ordering::Relaxed),
             crate::driver::ms_since(start),
@@ -472,6 +487,7 @@ mod tests {
                 index: i,
                 number: i as u64 + 1,
                 invalid,
+                line_hash: 0,
             })
             .expect("room");
         }

@@ -16,6 +16,8 @@ pub struct Tally {
     pub failed: u64,
     /// Jobs skipped because `--resume` found their answer already recorded.
     pub skipped: u64,
+    /// Jobs and lines not run again because they failed before in their unchanged input.
+    pub failed_before: u64,
     models: BTreeMap<String, u64>,
     other_models: u64,
     /// Tokens and cost of the answering attempts.
@@ -60,7 +62,7 @@ impl Tally {
 
     /// Jobs finished, this run or before it.
     pub fn done(&self) -> u64 {
-        self.ok + self.failed + self.skipped
+        self.ok + self.failed + self.skipped + self.failed_before
     }
 
     /// Jobs per minute run by this process, once there is a second to measure it by (a rate
@@ -99,9 +101,18 @@ impl Tally {
             .rate(elapsed_ms)
             .map(|r| format!(" ({r})"))
             .unwrap_or_default();
+        let failed_before = if self.failed_before == 0 {
+            String::new()
+        } else {
+            format!(
+                ", {} not run again (they failed before in their unchanged input; \
+                 --retry-failed runs them)",
+                self.failed_before
+            )
+        };
         let counts = format!(
-            "batch: {} of {total} jobs done, {} ok, {} failed, {} skipped (already done), in \
-             {secs:.1} s{rate}",
+            "batch: {} of {total} jobs done, {} ok, {} failed, {} skipped (already \
+             done){failed_before}, in {secs:.1} s{rate}",
             self.done(),
             self.ok,
             self.failed,

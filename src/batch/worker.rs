@@ -87,19 +87,54 @@ pub enum Outcome {
     Setup(String),
 }
 
-/// The result line of a job (or of an invalid line): what `--json` prints, plus `id`, `line`
-/// and `input_hash` (`null` for an invalid line).
-pub fn result_line(
-    id: Option<&Value>,
-    number: u64,
-    input_hash: Option<u64>,
-    report: &Report,
-) -> String {
+/// What a result line says about the job's input besides its id.
+pub enum Input<'a> {
+    /// A job: its input hash and files (as written in the line).
+    Job {
+        input_hash: u64,
+        files: &'a [String],
+    },
+    /// A line that is not a job: the hash of its bytes.
+    Invalid { line_hash: u64 },
+}
+
+/// The result line of a job (or of an invalid line): what `--json` prints, plus `id`, `line`,
+/// `input_hash` (`null` for an invalid line), `permanent` (the failure is in the input itself),
+/// and for a job with files each one's SHA-256 (`attachments`) and their `content_hash`; for an
+/// invalid line its `line_hash`.
+pub fn result_line(id: Option<&Value>, number: u64, input: Input<'_>, report: &Report) -> String {
     let mut v = output::result_json(report);
     if let Some(obj) = v.as_object_mut() {
         obj.insert("id".to_string(), id.cloned().unwrap_or(Value::Null));
         obj.insert("line".to_string(), json!(number));
-        obj.insert("input_hash".to_string(), json!(input_hash.map(shard::hex)));
+        match input {
+            Input::Job { input_hash, files } => {
+                obj.insert("input_hash".to_string(), json!(shard::hex(input_hash)));
+                if !files.is_empty() {
+                    let attachments: Vec<Value> = files
+                        .iter()
+                        .enumerate()
+                        .map(|(i, f)| {
+                            json!({
+                                "file": f,
+                                "sha256": report.digests.get(i).map(|d| attach::digest::hex(d)),
+                            })
+                        })
+                        .collect();
+                    obj.insert("attachments".to_string(), json!(attachments));
+                    obj.insert(
+                        "content_hash".to_string(),
+                        json!(report.content_hash.map(shard::hex)),
+                    );
+                }
+            }
+            Input::Invalid { line_hash } => {
+                obj.insert("input_hash".to_string(), Value::Null);
+                obj.insert("line_hash".to_string(), json!(shard::hex(line_hash)));
+            }
+        }
+        let permanent = report.exit != Exit::Success && report.permanent;
+        obj.insert("permanent".to_string(), json!(permanent));
     }
     format!("{v}\n")
 }
@@ -137,7 +172,8 @@ impl Worker {
                 index,
                 number,
                 invalid,
-            } => Outcome::Finished(invalid_line(index, number, &invalid)),
+                line_hash,
+            } => Outcome::Finished(invalid_line(index, number, &invalid, line_hash)),
             Item::Job {
                 index,
                 number,
@@ -186,7 +222,15 @@ impl Worker {
         Done {
             index,
             exit: report.exit,
-            line: result_line(Some(spec.id.value()), number, Some(input_hash), report),
+            line: result_line(
+                Some(spec.id.value()),
+                number,
+                Input::Job {
+                    input_hash,
+                    files: &spec.files,
+                },
+                report,
+            ),
             note,
             model,
             usage: report.answer_usage(),
@@ -220,6 +264,15 @@ impl Worker {
             &spec.prompt,
             &prepared,
         );
+        // What the files held when the job ran, for its result (and `--rerun-changed`).
+        let digests = prepared.digests.clone();
+        let finish = |mut report: Report| {
+            if !spec.files.is_empty() {
+                report.content_hash = Some(attach::digest::content_hash(&digests));
+                report.digests.clone_from(&digests);
+            }
+            Ran::Report(Box::new(report))
+        };
         let job = Job {
             message: prepared.message,
             images: prepared.images,
@@ -283,10 +336,10 @@ impl Worker {
                             .unwrap_or_else(|| "Pi died at start".to_string()),
                     );
                 }
-                return Ran::Report(Box::new(report));
+                return finish(report);
             }
             if !retry {
-                return Ran::Report(Box::new(report));
+                return finish(report);
             }
             if !report.pi_start_failed || plan.verbose > 0 {
                 output::progress_line(&format!(
@@ -321,14 +374,32 @@ async fn prepare(
 ) -> Result<attach::Prepared, Report> {
     let (files, prompt) = (spec.files.clone(), spec.prompt.clone());
     let reading = tokio::task::spawn_blocking(move || {
-        attach::prepare(&files, &prompt, attach::Stdin::Refused)
+        let prepared = attach::prepare(&files, &prompt, attach::Stdin::Refused);
+        // A problem in a file's content fails the job for as long as the content stays: its
+        // content hash lets `--resume` tell when it changed.
+        let content = match &prepared {
+            Err(e) if e.in_content => attach::digest::content_hash_of(&files),
+            _ => None,
+        };
+        (prepared, content)
     });
     match tokio::time::timeout_at(deadline.into(), reading).await {
-        Ok(Ok(Ok(p))) => match p.nothing_to_send(spec.files.len()) {
-            Some(why) => Err(Report::failed(Exit::Error, why)),
+        Ok(Ok((Ok(p), _))) => match p.nothing_to_send(spec.files.len()) {
+            Some(why) => {
+                let mut r = Report::failed(Exit::Error, why);
+                r.permanent = true;
+                r.content_hash = Some(attach::digest::content_hash(&p.digests));
+                r.digests = p.digests;
+                Err(r)
+            }
             None => Ok(p),
         },
-        Ok(Ok(Err(e))) => Err(Report::failed(Exit::Error, e.to_string())),
+        Ok(Ok((Err(e), content))) => {
+            let mut r = Report::failed(Exit::Error, e.to_string());
+            r.permanent = e.in_content;
+            r.content_hash = content;
+            Err(r)
+        }
         Ok(Err(e)) => Err(Report::failed(
             Exit::Error,
             format!("reading the attachments failed: {e}"),
@@ -344,9 +415,11 @@ async fn prepare(
 }
 
 /// The result of a line that is not a job.
-fn invalid_line(index: usize, number: u64, invalid: &Invalid) -> Done {
+fn invalid_line(index: usize, number: u64, invalid: &Invalid, line_hash: u64) -> Done {
     let message = invalid.message(number);
-    let report = Report::failed(Exit::Error, message);
+    let mut report = Report::failed(Exit::Error, message);
+    // The line itself is wrong: it fails the same way until it is changed.
+    report.permanent = true;
     let who = match &invalid.id {
         Some(id) => format!("{} (input line {number})", id.label()),
         None => format!("input line {number}"),
@@ -357,7 +430,7 @@ fn invalid_line(index: usize, number: u64, invalid: &Invalid) -> Done {
         line: result_line(
             invalid.id.as_ref().map(|i| i.value()),
             number,
-            None,
+            Input::Invalid { line_hash },
             &report,
         ),
         note: format!("{who}: exit 2: {}", invalid.reason),
@@ -433,15 +506,40 @@ mod tests {
     #[test]
     fn result_lines_carry_id_line_and_input_hash() {
         let report = Report::failed(Exit::Error, "input line 3: \"prompt\" is missing".into());
-        let line = result_line(Some(&json!("a")), 3, None, &report);
+        let mut report = report;
+        report.permanent = true;
+        let line = result_line(
+            Some(&json!("a")),
+            3,
+            Input::Invalid { line_hash: 0xee },
+            &report,
+        );
         assert!(line.ends_with('\n'));
         let v: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["id"], "a");
         assert_eq!(v["line"], 3);
         assert_eq!(v["input_hash"], Value::Null);
         assert_eq!(v["ok"], false);
-        let line = result_line(Some(&json!(7)), 1, Some(0xab), &report);
+        assert_eq!(v["line_hash"], "00000000000000ee");
+        assert_eq!(v["permanent"], true);
+        report.digests = vec![[0u8; 32]];
+        report.content_hash = Some(0x12);
+        report.permanent = false;
+        let files = ["a.md".to_string()];
+        let line = result_line(
+            Some(&json!(7)),
+            1,
+            Input::Job {
+                input_hash: 0xab,
+                files: &files,
+            },
+            &report,
+        );
         let v: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["input_hash"], "00000000000000ab");
+        assert_eq!(v["content_hash"], "0000000000000012");
+        assert_eq!(v["attachments"][0]["file"], "a.md");
+        assert_eq!(v["attachments"][0]["sha256"], "0".repeat(64));
+        assert_eq!(v["permanent"], false);
     }
 }

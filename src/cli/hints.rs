@@ -21,6 +21,14 @@ pub(super) fn missing_requirement(args: &[OsString]) -> Option<UsageError> {
                 .to_string(),
         ));
     }
+    for flag in ["--retry-failed", "--rerun-changed"] {
+        if given(flag) && !given("--resume") {
+            return Some(UsageError(format!(
+                "{flag} works only with --resume (and --output FILE): it decides which recorded \
+                 jobs run again"
+            )));
+        }
+    }
     if given("--batch") {
         return None;
     }

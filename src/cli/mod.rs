@@ -232,6 +232,14 @@ pub struct Cli {
     #[arg(long, requires = "output")]
     pub resume: bool,
 
+    /// With --resume: run again the jobs whose recorded failure was in their input (bad attachment content, too large for every model, invalid lines)
+    #[arg(long, requires = "resume")]
+    pub retry_failed: bool,
+
+    /// With --resume: run again the answered jobs whose attachments changed since their answer
+    #[arg(long, requires = "resume")]
+    pub rerun_changed: bool,
+
     /// Run only shard I of N (0 <= I < N), chosen by a stable hash of each job's id
     #[arg(
         long,
@@ -403,6 +411,10 @@ pub struct BatchArgs {
     pub jobs: Option<usize>,
     pub output: Option<PathBuf>,
     pub resume: bool,
+    /// `--retry-failed`: recorded failures in the input itself are run again.
+    pub retry_failed: bool,
+    /// `--rerun-changed`: answered jobs whose files changed are run again.
+    pub rerun_changed: bool,
     pub shard: Option<Shard>,
 }
 
@@ -690,6 +702,8 @@ impl Cli {
                 jobs: self.jobs,
                 output,
                 resume: self.resume,
+                retry_failed: self.retry_failed,
+                rerun_changed: self.rerun_changed,
                 shard,
             })
         } else if self.explain {

@@ -404,11 +404,28 @@ impl Machine {
     pub(super) fn exhaust(&mut self, now: Now, reason: String) {
         let retry = self.retry_hint(now, &reason);
         let last_error = self.tally.last_error.clone();
+        let too_large = (reason == NO_CANDIDATE || reason == NO_IMAGE_MODEL)
+            && self.too_large_for_every_model();
         self.finish(Outcome::Exhausted {
             reason,
             last_error,
             retry,
+            too_large,
         });
+    }
+
+    /// Nothing in the pool has a context window large enough for the request (or larger than
+    /// one that already overflowed), whatever the breakers say.
+    fn too_large_for_every_model(&self) -> bool {
+        let needed = estimate_tokens(&self.request.prompt);
+        !self.pi.pool.is_empty()
+            && self.pi.pool.iter().all(|m| {
+                m.context_window.is_some_and(|w| w < needed)
+                    || self
+                        .request
+                        .larger_context_than
+                        .is_some_and(|c| m.context_window_or_zero() <= c)
+            })
     }
 
     fn retry_hint(&self, now: Now, reason: &str) -> RetryHint {

@@ -70,6 +70,9 @@ pub enum Outcome {
         reason: String,
         last_error: Option<String>,
         retry: RetryHint,
+        /// No model in scope has a context window large enough for the request: only a
+        /// smaller request (or another scope) can change that.
+        too_large: bool,
     },
     /// The answer was empty and no other model was left to try (exit 2).
     EmptyAnswer,

@@ -145,6 +145,35 @@ fn a_closed_stdin_is_an_error_and_an_empty_one_warns() {
         "warning: {} is empty; nothing of it was sent",
         empty.display()
     ));
+    // --explain shows it too.
+    let out = env.run([
+        "--explain",
+        "--no-tools",
+        "--provider",
+        "fake-a",
+        "--model",
+        "m",
+        &at,
+        "summarise",
+    ]);
+    out.assert_success()
+        .assert_stdout_contains(&format!("empty attachments, not sent: {}", empty.display()));
+    let out = env.run([
+        "--explain",
+        "--json",
+        "--provider",
+        "fake-a",
+        "--model",
+        "m",
+        &at,
+        "summarise",
+    ]);
+    assert_eq!(
+        out.json()["empty_attachments"][0],
+        empty.display().to_string(),
+        "{}",
+        out.dump()
+    );
 }
 
 fn now_ms() -> u64 {

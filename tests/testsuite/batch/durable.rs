@@ -349,8 +349,8 @@ fn usage_and_cost_are_what_pi_reported() {
     let failed = cost((40, 0), (2.0, 8.0));
     run.assert_stderr_contains(&format!(
         "batch: answers by model: back/m 2; tokens: 2200 input, 500 output, 0 cache \
-         read, 0 cache write, 2700 total; cost ${total:.6}; failed attempts: 40 tokens, \
-         ${failed:.6}\n"
+         read, 0 cache write, 2700 total; cost {total:.6}; failed attempts: 1 (unknown 1), 40 \
+         tokens, cost {failed:.6}\n"
     ));
 }
 

@@ -5,4 +5,5 @@ mod durable;
 mod jobs;
 mod recipes;
 mod record_integrity;
+mod reruns;
 mod running;
