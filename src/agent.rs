@@ -36,16 +36,39 @@ use crate::rpc::{Command, Incoming};
 /// Flags every run passes: RPC mode, no session file, no extension discovery.
 pub const BASE_ARGS: [&str; 4] = ["--mode", "rpc", "--no-session", "--no-extensions"];
 
-/// Process groups of every live Pi, so a second Ctrl-C can stop them before exiting at once.
-static LIVE_GROUPS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+/// The process groups of every live Pi of this process, so a second Ctrl-C can stop them before
+/// the process exits at once. One per process, handed to every [`Agent::spawn`] and to the
+/// signal handler; cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct PiGroups {
+    groups: Arc<Mutex<Vec<i32>>>,
+}
 
-/// SIGKILLs every live Pi process group (the second-Ctrl-C hard exit).
-pub fn kill_all_groups() {
-    if let Ok(groups) = LIVE_GROUPS.lock() {
-        for pgid in groups.iter() {
-            // SAFETY: killpg only sends a signal.
-            unsafe {
-                libc::killpg(*pgid, libc::SIGKILL);
+impl PiGroups {
+    pub fn new() -> PiGroups {
+        PiGroups::default()
+    }
+
+    fn add(&self, pgid: i32) {
+        if let Ok(mut g) = self.groups.lock() {
+            g.push(pgid);
+        }
+    }
+
+    fn remove(&self, pgid: i32) {
+        if let Ok(mut g) = self.groups.lock() {
+            g.retain(|x| *x != pgid);
+        }
+    }
+
+    /// SIGKILLs every live Pi process group (the second-Ctrl-C hard exit).
+    pub fn kill_all(&self) {
+        if let Ok(groups) = self.groups.lock() {
+            for pgid in groups.iter() {
+                // SAFETY: killpg only sends a signal.
+                unsafe {
+                    libc::killpg(*pgid, libc::SIGKILL);
+                }
             }
         }
     }
@@ -96,14 +119,19 @@ pub struct Agent {
     /// The write end of the reaper's lifeline: closing it makes the reaper kill everything
     /// below it (see the module doc).
     lifeline: Option<OwnedFd>,
+    groups: PiGroups,
 }
 
 impl Agent {
     /// Starts `program --mode rpc --no-session --no-extensions <extra…>` (through the reaper).
-    pub fn spawn(program: &OsString, extra: &[String]) -> Result<Agent, SpawnError> {
+    pub fn spawn(
+        program: &OsString,
+        extra: &[String],
+        groups: &PiGroups,
+    ) -> Result<Agent, SpawnError> {
         let (mut child, pgid, lifeline) = spawn_through_reaper(program, extra)?;
-        if let (Some(g), Ok(mut groups)) = (pgid, LIVE_GROUPS.lock()) {
-            groups.push(g);
+        if let Some(g) = pgid {
+            groups.add(g);
         }
         let stdin = child.stdin.take();
         let stdout = child
@@ -155,6 +183,7 @@ impl Agent {
             warnings,
             pgid,
             lifeline: Some(lifeline),
+            groups: groups.clone(),
         })
     }
 
@@ -259,8 +288,8 @@ impl Drop for Agent {
         if self.direct_pid().is_some() && self.pgid == self.direct_pid() {
             self.kill_group(libc::SIGKILL);
         }
-        if let (Some(g), Ok(mut groups)) = (self.pgid, LIVE_GROUPS.lock()) {
-            groups.retain(|x| *x != g);
+        if let Some(g) = self.pgid {
+            self.groups.remove(g);
         }
     }
 }

@@ -1,57 +1,38 @@
-//! Runs jobs: Pi + the failover machine + health + interrupts in one select loop. The only
-//! place that sleeps. It executes what the machine asks and reports what happened; it decides
-//! nothing about failover. A [`Session`] is one Pi process, reused across the jobs of a batch
-//! worker; a single run is a session with one job.
+//! Runs jobs: Pi + the failover machine + health + stops in one select loop. The only place
+//! that sleeps. It executes what the machine asks and returns what happened, as facts
+//! ([`Ended`]); it decides nothing about failover and words no ending (that is `output`'s).
+//! A [`Session`] is one Pi process, reused across the jobs of a batch worker; a single run is a
+//! session with one job.
 
-use std::collections::BTreeSet;
 use std::ffi::OsString;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
-use crate::agent::{self, Agent};
+use crate::agent::{self, Agent, PiGroups};
 use crate::catalog::ModelInfo;
 use crate::clock;
-use crate::exit::Exit;
+use crate::console::{Console, StatusLine};
 use crate::failover::classify::{Classification, FailureClass, Scope};
-use crate::failover::{Action, Config, Machine, Note, Options, Outcome};
+use crate::failover::{Action, Machine, Note, Options, Outcome, SetupProblem};
 use crate::health::service::{HealthHandle, Reply};
-use crate::output::StatusLine;
-use crate::report::Report;
-use crate::rpc::ImageContent;
-use crate::signals::Interrupt;
+use crate::job::{Ended, JobEnd, JobRequest, PiLoss, Stop};
 
 /// How long Pi gets to exit after its stdin closes before it is signalled.
 const STOP_GRACE: Duration = Duration::from_millis(2000);
-/// After an interrupt, how long Pi gets to settle the aborted run.
-const INTERRUPT_GRACE: Duration = Duration::from_millis(1500);
-/// How often the live status line is redrawn.
-const STATUS_TICK: Duration = Duration::from_millis(250);
+/// After a stop, how long Pi gets to settle the aborted run.
+const STOP_SETTLE: Duration = Duration::from_millis(1500);
+/// How often the live status line is redrawn (a single run's, and a batch's).
+pub const STATUS_TICK: Duration = Duration::from_millis(250);
 
-/// One prompt to answer.
-#[derive(Debug, Clone)]
-pub struct Job {
-    pub message: String,
-    pub images: Vec<ImageContent>,
-    pub config: Config,
-    pub verbose: u8,
-    /// Prefix for progress lines (`job 7: `) in batch mode.
-    pub label: String,
-    /// A batch job: per-job chatter stays quiet without `-v` (see `Note::shown_in_batch`).
-    pub in_batch: bool,
-    /// Thinking level for this job (`--thinking`, or from `--task-complexity`).
-    pub thinking: Option<String>,
-    /// `--explain`: stop before the first request.
-    pub explain: bool,
-}
-
-/// How a job ended, before it is turned into a report.
-enum Ended {
+/// How the loop over one job ended, before it is made into a [`JobEnd`].
+enum Loop {
     Machine(Outcome),
     PiExited,
     Malformed(String),
     StdinGone,
+    /// The stop's grace passed without Pi settling.
+    Unsettled,
 }
 
 /// One running `pi --mode rpc`.
@@ -69,8 +50,12 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn start(pi_command: &OsString, pi_args: &[String]) -> Result<Session, agent::SpawnError> {
-        let mut agent = Agent::spawn(pi_command, pi_args)?;
+    pub fn start(
+        pi_command: &OsString,
+        pi_args: &[String],
+        groups: &PiGroups,
+    ) -> Result<Session, agent::SpawnError> {
+        let mut agent = Agent::spawn(pi_command, pi_args, groups)?;
         let warnings = agent.take_warnings();
         Ok(Session {
             agent,
@@ -94,14 +79,14 @@ impl Session {
     }
 
     /// Runs one job to its end on this Pi.
-    pub async fn run_job(
+    pub async fn run(
         &mut self,
-        job: &Job,
+        job: &JobRequest,
         health: &HealthHandle,
-        interrupt: &mut watch::Receiver<Option<Interrupt>>,
-        deadline: Instant,
+        stops: &mut watch::Receiver<Option<Stop>>,
+        console: &Console,
         status: &mut StatusLine,
-    ) -> Report {
+    ) -> Ended {
         let start = clock::now();
         // Store work happens on the health thread; its answers come back here. The machine
         // starts on what this process knows, and the store's health joins it when it comes
@@ -112,10 +97,10 @@ impl Session {
         let options = Options {
             fresh_session: self.jobs > 0,
             start_model: self.start_model.clone(),
-            thinking: job.thinking.clone(),
+            thinking: job.thinking.level.clone(),
             id_prefix: format!("r{}-", self.jobs),
             explain: job.explain,
-            deadline: Some(deadline),
+            deadline: Some(job.deadline),
             health_pending: true,
         };
         self.jobs += 1;
@@ -127,15 +112,12 @@ impl Session {
             options,
         );
         machine.handle_start(start);
-        // Some(None) = the deadline, Some(Some(sig)) = a signal.
-        let mut interrupted: Option<Option<Interrupt>> = None;
-        let mut interrupted_at: Option<Instant> = None;
-        if let Some(sig) = *interrupt.borrow() {
-            interrupted = Some(Some(sig));
-            interrupted_at = Some(start.instant);
+        let mut stopping: Option<(Stop, Instant)> = None;
+        if let Some(stop) = *stops.borrow() {
+            stopping = Some((stop, start.instant));
             machine.handle_interrupt(start);
         }
-        let mut signals_open = true;
+        let mut stops_open = true;
         let mut ticker = tokio::time::interval(STATUS_TICK);
         let ended = 'run: loop {
             while let Some(action) = machine.poll_action() {
@@ -143,7 +125,7 @@ impl Session {
                     Action::Send { id, command } => {
                         tracing::debug!(command = command.name(), id, "→ pi");
                         if self.agent.send(&id, &command).await.is_err() {
-                            break 'run Ended::StdinGone;
+                            break 'run Loop::StdinGone;
                         }
                     }
                     Action::Record { seq, delta } => {
@@ -159,7 +141,7 @@ impl Session {
                     Action::Progress { line, note } => {
                         let shown = if job.in_batch {
                             // A breaker change or a warning is news once, not once per job.
-                            note.shown_in_batch() && crate::news::news(note, &line)
+                            note.shown_in_batch() && console.news(note, &line)
                         } else {
                             note.shown_in_run()
                         };
@@ -167,40 +149,38 @@ impl Session {
                             status.clear();
                             let line = format!("{}{line}", job.label);
                             if note == Note::Warning {
-                                crate::output::error_line(&line);
+                                console.error_line(&line);
                             } else {
-                                crate::output::progress_line(&line);
+                                console.progress_line(&line);
                             }
                         }
                     }
-                    Action::Finish(outcome) => break 'run Ended::Machine(outcome),
+                    Action::Finish(outcome) => break 'run Loop::Machine(outcome),
                 }
             }
             let machine_deadline = machine.poll_deadline();
-            let grace_deadline = interrupted_at.map(|t| t + INTERRUPT_GRACE);
+            let settle_deadline = stopping.map(|(_, at)| at + STOP_SETTLE);
             tokio::select! {
                 biased;
-                changed = interrupt.changed(), if interrupted.is_none() && signals_open => {
+                changed = stops.changed(), if stopping.is_none() && stops_open => {
                     match changed {
                         Ok(()) => {
-                            let sig = *interrupt.borrow();
-                            if let Some(sig) = sig {
-                                interrupted = Some(Some(sig));
-                                interrupted_at = Some(clock::now().instant);
+                            let stop = *stops.borrow();
+                            if let Some(stop) = stop {
+                                stopping = Some((stop, clock::now().instant));
                                 machine.handle_interrupt(clock::now());
                             }
                         }
-                        // No more signals can come; stop watching.
-                        Err(_) => signals_open = false,
+                        // No more stops can come; stop watching.
+                        Err(_) => stops_open = false,
                     }
                 }
-                () = sleep_until(Some(deadline)), if interrupted.is_none() => {
-                    interrupted = Some(None);
-                    interrupted_at = Some(clock::now().instant);
+                () = sleep_until(Some(job.deadline)), if stopping.is_none() => {
+                    stopping = Some((Stop::Deadline, clock::now().instant));
                     machine.handle_interrupt(clock::now());
                 }
-                () = sleep_until(grace_deadline), if grace_deadline.is_some() => {
-                    break 'run Ended::Machine(Outcome::Aborted);
+                () = sleep_until(settle_deadline), if settle_deadline.is_some() => {
+                    break 'run Loop::Unsettled;
                 }
                 () = sleep_until(machine_deadline), if machine_deadline.is_some() => {
                     machine.handle_timeout(clock::now());
@@ -216,14 +196,16 @@ impl Session {
                         machine.handle_health_reloaded(clock::now(), health);
                     }
                 },
-                Some(warning) = self.warnings.recv() => pi_warning(&warning, &job.label, status),
+                Some(warning) = self.warnings.recv() => {
+                    pi_warning(&warning, &job.label, console, status);
+                }
                 msg = self.agent.next() => match msg {
                     Ok(Some(msg)) => {
                         self.answered |= matches!(msg, crate::rpc::Incoming::Response(_));
                         machine.handle_incoming(clock::now(), msg);
                     }
-                    Ok(None) => break 'run Ended::PiExited,
-                    Err(e) => break 'run Ended::Malformed(e.to_string()),
+                    Ok(None) => break 'run Loop::PiExited,
+                    Err(e) => break 'run Loop::Malformed(e.to_string()),
                 },
                 _ = ticker.tick(), if status.enabled() => {
                     let elapsed = clock::now().instant.saturating_duration_since(start.instant);
@@ -251,7 +233,7 @@ impl Session {
             tokio::task::yield_now().await;
         }
         while let Ok(warning) = self.warnings.try_recv() {
-            pi_warning(&warning, &job.label, status);
+            pi_warning(&warning, &job.label, console, status);
         }
         if self.start_model.is_none() {
             self.start_model = machine.start_model().map(str::to_string);
@@ -259,14 +241,14 @@ impl Session {
                 health.note_listed(machine.registry().iter().map(ModelInfo::key).collect());
             }
         }
-        let elapsed_ms = ms_since(start.instant);
-        let mut report = self.report(ended, interrupted, &machine, elapsed_ms).await;
-        report.attempts = machine.attempts().to_vec();
+        let stop = stopping.map(|(s, _)| s);
+        let end = self.end(ended, stop).await;
+        let mut attempts = machine.attempts().to_vec();
         if let Some(mut open) = machine.open_attempt(clock::now()) {
             // The request was sent; say how it ended even though no model verdict exists.
-            let (class, matched) = match interrupted {
-                Some(Some(_)) => (FailureClass::UserAbort, "interrupted"),
-                Some(None) => (FailureClass::UserAbort, "timeout"),
+            let (class, matched) = match stop {
+                Some(Stop::Deadline) => (FailureClass::UserAbort, "timeout"),
+                Some(_) => (FailureClass::UserAbort, "interrupted"),
                 None => (FailureClass::Unknown, "run ended"),
             };
             open.failure = Some(Classification {
@@ -275,126 +257,90 @@ impl Session {
                 status: None,
                 matched: matched.to_string(),
             });
-            open.error = report.error.clone();
-            report.attempts.push(open);
+            attempts.push(open);
         }
-        report.switches = machine.switches();
-        report
+        Ended {
+            end,
+            attempts,
+            switches: machine.switches(),
+            tried: machine.tried(),
+            elapsed_ms: ms_since(start.instant),
+            digests: Vec::new(),
+            content_hash: None,
+        }
     }
 
-    async fn report(
-        &mut self,
-        ended: Ended,
-        interrupted: Option<Option<Interrupt>>,
-        machine: &Machine,
-        elapsed_ms: u64,
-    ) -> Report {
-        let mut report = Report::new(elapsed_ms);
-        // An interrupt decides the exit code, unless the answer was already complete.
-        if let Some(cause) = interrupted
-            && !matches!(
-                ended,
-                Ended::Machine(Outcome::Answer { .. } | Outcome::Explained(_))
-            )
+    /// The job's ending. A stop decides it, unless the answer was already complete.
+    async fn end(&mut self, ended: Loop, stop: Option<Stop>) -> JobEnd {
+        let complete = matches!(
+            ended,
+            Loop::Machine(Outcome::Answer { .. } | Outcome::Explained(_))
+        );
+        if let Some(stop) = stop
+            && !complete
         {
-            report.exit = match cause {
-                Some(sig) => sig.exit(),
-                None => Exit::Timeout,
-            };
-            report.error = Some(match cause {
-                Some(Interrupt::Int) => "interrupted (SIGINT)".to_string(),
-                Some(Interrupt::Term) => "terminated (SIGTERM)".to_string(),
-                Some(Interrupt::Hup) => "terminated (SIGHUP)".to_string(),
-                None => format!("timed out after {elapsed_ms} ms (--timeout-ms)"),
-            });
-            report.pi_lost = true;
-            return report;
+            return JobEnd::Stopped(stop);
         }
         match ended {
-            Ended::Machine(Outcome::Answer { text, model }) => {
-                report.exit = Exit::Success;
-                report.answer = Some(text);
-                report.model = Some(model);
-            }
-            Ended::Machine(Outcome::Explained(explanation)) => {
-                report.exit = if explanation.candidates.is_empty() {
-                    Exit::Exhausted
-                } else {
-                    Exit::Success
-                };
-                report.explanation = Some(explanation);
-            }
-            Ended::Machine(Outcome::Exhausted {
-                reason,
-                last_error,
-                retry,
-                too_large,
-            }) => {
-                report.exit = Exit::Exhausted;
-                report.permanent = too_large;
-                let tried = machine.tried();
-                let tried = if tried.is_empty() {
-                    "no request was sent".to_string()
-                } else {
-                    format!("tried: {}", tried.join(", "))
-                };
-                report.error = Some(match last_error {
-                    Some(e) => format!("failover exhausted: {reason}; {tried}; last error: {e}"),
-                    None => format!("failover exhausted: {reason}; {tried}"),
-                });
-                report.retry = Some(retry);
-            }
-            Ended::Machine(Outcome::EmptyAnswer) => {
-                let tried = machine.tried();
-                report.error = Some(if tried.len() > 1 {
-                    format!(
-                        "Pi returned an empty answer and no other model was left; tried: {}",
-                        tried.join(", ")
-                    )
-                } else {
-                    "Pi returned an empty answer".to_string()
-                });
-            }
-            Ended::Machine(Outcome::Aborted) => {
-                report.error = Some("the run was aborted".to_string());
-                report.pi_lost = true;
-            }
-            Ended::Machine(Outcome::Fatal(msg)) => {
-                report.error = Some(msg);
-                report.pi_lost = true;
-            }
-            Ended::Machine(Outcome::Setup(msg)) => {
-                report.error = Some(msg);
-                report.setup = true;
-            }
-            Ended::PiExited | Ended::StdinGone => {
-                let status = self.agent.exit_status(Duration::from_millis(1000)).await;
-                let stderr = self.agent.stderr_text().await;
-                report.pi_lost = true;
-                report.pi_start_failed = !self.answered;
-                report.error = Some(match self.unknown_start_model(&stderr).await {
-                    Some(problem) => {
-                        report.setup = true;
-                        problem
-                    }
-                    None => explain_pi_death("Pi exited before answering", status, &stderr).await,
-                });
-            }
-            Ended::Malformed(msg) => {
-                report.error = Some(msg);
-                report.pi_lost = true;
+            Loop::Machine(outcome) => match outcome {
+                Outcome::Answer { text, model } => JobEnd::Answered { text, model },
+                Outcome::Explained(e) => JobEnd::Explained(e),
+                Outcome::Exhausted {
+                    reason,
+                    last_error,
+                    retry,
+                    too_large,
+                } => JobEnd::Exhausted {
+                    reason,
+                    last_error,
+                    retry,
+                    too_large,
+                },
+                Outcome::EmptyAnswer => JobEnd::EmptyAnswer,
+                // Only after a stop, handled above; should one come without, it is a stop.
+                Outcome::Aborted => JobEnd::Stopped(Stop::Halt),
+                Outcome::Fatal(f) => JobEnd::Fatal(f),
+                Outcome::Setup(p) => JobEnd::Setup(p),
+            },
+            Loop::Unsettled => JobEnd::Stopped(stop.unwrap_or(Stop::Halt)),
+            Loop::Malformed(reason) => JobEnd::PiLost(self.loss(Some(reason)).await),
+            Loop::PiExited | Loop::StdinGone => {
+                let loss = self.loss(None).await;
+                match self.unknown_start_model(&loss).await {
+                    Some(problem) => JobEnd::Setup(problem),
+                    None => JobEnd::PiLost(loss),
+                }
             }
         }
-        report
+    }
+
+    /// What is known about Pi after it went away: how it exited and what it said.
+    async fn loss(&mut self, malformed: Option<String>) -> PiLoss {
+        let status = self.agent.exit_status(Duration::from_millis(1000)).await;
+        let stderr = self.agent.stderr_text().await;
+        let old_node = if is_old_node(&stderr) {
+            Some(agent::node_version().await)
+        } else {
+            None
+        };
+        PiLoss {
+            malformed,
+            status,
+            error_line: crate::pi_stderr::error_line(&stderr),
+            old_node,
+            answered: self.answered,
+            stderr,
+        }
     }
 
     /// Pi refuses to start on a `--model` it cannot resolve (`Error: Model "x" not found`).
-    /// A Pi without the start-model flags lists what exists, so the error can name it.
-    async fn unknown_start_model(&self, stderr: &str) -> Option<String> {
+    /// A Pi without the start-model flags lists what exists, so the problem can name it.
+    async fn unknown_start_model(&self, loss: &PiLoss) -> Option<SetupProblem> {
         if self.answered {
             return None;
         }
-        let line = stderr
+        let line = loss
+            .stderr
             .lines()
             .find(|l| l.starts_with("Error: Model \"") && l.contains("not found"))?;
         let wanted = line.split('"').nth(1).unwrap_or_default().to_string();
@@ -412,38 +358,39 @@ impl Session {
             .ok()?;
         let keys: Vec<String> = known.iter().map(ModelInfo::key).collect();
         let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let mut shown = crate::catalog::suggest::closest_models(&wanted, &refs, 5);
-        for k in &refs {
+        let mut shown: Vec<String> = crate::catalog::suggest::closest_models(&wanted, &refs, 5)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        for k in &keys {
             if shown.len() >= 12 {
                 break;
             }
             if !shown.contains(k) {
-                shown.push(k);
+                shown.push(k.clone());
             }
         }
-        Some(format!(
-            "unknown model '{wanted}': Pi has no such model; closest available: {} \
-             (pi-ccswitch-run --status lists every model)",
-            if shown.is_empty() {
-                "none".to_string()
-            } else {
-                shown.join(", ")
-            }
-        ))
+        Some(SetupProblem::PiRefusedModel {
+            wanted,
+            closest: shown,
+        })
     }
+}
+
+/// Pi's stderr shows the symptoms of a Node too old for it.
+fn is_old_node(stderr: &str) -> bool {
+    stderr.contains("globSync")
+        || stderr.contains("enableCompileCache")
+        || (stderr.contains("SyntaxError") && stderr.contains("node:"))
+        || stderr.contains("ERR_UNKNOWN_BUILTIN_MODULE")
 }
 
 /// Passes one of Pi's `Warning:` lines on (redacted, once per process). Pi's advice to use its
 /// own `--list-models` gets the runner's equivalent.
-fn pi_warning(line: &str, label: &str, status: &mut StatusLine) {
-    static SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
-    let fresh = SEEN
-        .lock()
-        .map(|mut s| s.insert(line.to_string()))
-        .unwrap_or(true);
-    if fresh {
+fn pi_warning(line: &str, label: &str, console: &Console, status: &mut StatusLine) {
+    if console.first_pi_warning(line) {
         status.clear();
-        crate::output::error_line(&format!(
+        console.error_line(&format!(
             "{label}Pi: {}",
             crate::pi_stderr::with_runner_advice(line)
         ));
@@ -463,52 +410,4 @@ fn ms(d: Duration) -> u64 {
 
 pub fn ms_since(t: Instant) -> u64 {
     ms(clock::now().instant.saturating_duration_since(t))
-}
-
-/// Turns Pi's early exit into one actionable line: Pi's own error line (not the tail of a Node
-/// stack), and what to do about the usual causes.
-async fn explain_pi_death(
-    what: &str,
-    status: Option<std::process::ExitStatus>,
-    stderr: &str,
-) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    let how = match status {
-        Some(s) => match (s.code(), s.signal()) {
-            (Some(c), _) => format!("exit status {c}"),
-            (None, Some(sig)) => format!("killed by signal {sig}"),
-            _ => "unknown status".to_string(),
-        },
-        None => "still running".to_string(),
-    };
-    let old_node = stderr.contains("globSync")
-        || stderr.contains("enableCompileCache")
-        || (stderr.contains("SyntaxError") && stderr.contains("node:"))
-        || stderr.contains("ERR_UNKNOWN_BUILTIN_MODULE");
-    if old_node {
-        return format!(
-            "{what} ({how}): Pi needs Node.js >= 22.19 but the `node` on PATH is older{}; put a \
-             newer node first on PATH",
-            agent::node_version()
-                .await
-                .map(|v| format!(" ({v})"))
-                .unwrap_or_default()
-        );
-    }
-    let reason = crate::pi_stderr::error_line(stderr);
-    let hint = if reason.contains("EACCES") || reason.contains("EROFS") || reason.contains("EPERM")
-    {
-        "; Pi needs a writable agent dir (it keeps lock files beside auth.json): check \
-         PI_CODING_AGENT_DIR and its permissions"
-    } else {
-        ""
-    };
-    if reason.is_empty() {
-        format!("{what} ({how})")
-    } else {
-        format!(
-            "{what} ({how}); Pi's stderr: {}{hint}",
-            crate::pi_stderr::with_runner_advice(&reason)
-        )
-    }
 }

@@ -2,12 +2,16 @@
 //!
 //! Architecture, outside in:
 //! - `main.rs` → [`run`]: parse the command line (`cli`), read the environment (`settings`),
-//!   read attachments (`attach`), then drive one run (`driver`) and map it to an [`exit::Exit`].
-//! - `driver` owns the loop: Pi's process (`agent`, speaking `rpc`), signals, deadlines, and
-//!   the shared health (`health`). It executes what the failover machine asks for.
-//! - `failover` is sans-IO: `classify` turns an error into a class and breaker scope, `breaker`
-//!   computes cooldowns, `candidates` filters and ranks models, `machine` sequences it all.
-//! - `output` is the only writer of stdout; `redact` scrubs everything printed or stored.
+//!   then a single run (`single`), a batch (`batch`) or a management command (`manage`).
+//! - `job` builds one [`job::JobRequest`] for a prompt or a batch line (attachments read under
+//!   its deadline by `attach`) and names how a job can end ([`job::JobEnd`]).
+//! - `driver` runs a job on one Pi (`agent`, speaking `rpc`, started through `reaper`): one
+//!   select loop over Pi, stops, deadlines and shared health (`health`); it executes what the
+//!   failover machine asks for and returns facts.
+//! - `failover` is sans-IO: `classify` turns an error into a class and breaker scope,
+//!   `candidates` filters and ranks models, `machine` sequences it all.
+//! - `output` is the only writer of stdout and the only code that words an ending; `console`
+//!   writes stderr; `redact` scrubs everything printed or stored.
 
 #![deny(clippy::unwrap_used, clippy::print_stdout)]
 
@@ -19,6 +23,7 @@ pub mod catalog;
 pub mod cli;
 pub mod clock;
 pub mod complexity;
+pub mod console;
 pub mod driver;
 pub mod exit;
 pub mod failover;
@@ -26,6 +31,7 @@ pub mod failover;
 mod fuzz;
 pub mod glob;
 pub mod health;
+pub mod job;
 pub mod lines;
 pub mod lockfile;
 pub mod manage;
@@ -35,7 +41,6 @@ pub mod pi_stderr;
 pub mod reaper;
 pub mod redact;
 pub mod registry;
-pub mod report;
 pub mod rpc;
 pub mod runlog;
 mod secrets;
@@ -54,33 +59,40 @@ pub fn run(args: Vec<OsString>) -> Exit {
     if reaper::selected(&args) {
         reaper::run(&args);
     }
+    let console = console::Console::new();
     let inv = match cli::parse(args) {
         Ok(cli::Parsed::Info(text)) => {
             return match output::stdout_text(&text) {
                 Ok(()) => Exit::Success,
                 Err(e) => {
-                    output::error_line(&format!("cannot write to stdout: {e}"));
+                    console.error_line(&format!("cannot write to stdout: {e}"));
                     Exit::Error
                 }
             };
         }
         Ok(cli::Parsed::Run(inv)) => inv,
         Err(e) => {
-            output::error_line(&e.0);
-            output::error_line(&format!("usage: {} (see --help)", cli::USAGE));
+            console.error_line(&e.0);
+            console.error_line(&format!("usage: {} (see --help)", cli::USAGE));
             return Exit::Error;
         }
     };
     init_tracing(inv.verbose);
-    match fallible(&inv) {
+    match fallible(&inv, &console) {
         Ok(exit) => exit,
         Err(err) => {
             // The whole context chain on one line: "cannot read the batch file x: No such file".
             let message = format!("{err:#}");
-            output::error_line(&message);
+            console.error_line(&message);
             if inv.json && matches!(inv.mode, cli::Mode::Run | cli::Mode::Explain) {
-                let report = report::Report::failed(Exit::Error, message);
-                let _ = output::stdout_text(&format!("{}\n", output::result_json(&report)));
+                let failed = serde_json::json!({
+                    "ok": false, "answer": null, "model": null, "attempts": [], "switches": 0,
+                    "elapsed_ms": 0, "usage": output::usage_json(&rpc::Usage::default()),
+                    "failed_usage": output::usage_json(&rpc::Usage::default()),
+                    "exit_code": Exit::Error.code(), "error": redact::redact(&message),
+                    "retry": null,
+                });
+                let _ = output::stdout_text(&format!("{failed}\n"));
             }
             Exit::Error
         }
@@ -88,101 +100,107 @@ pub fn run(args: Vec<OsString>) -> Exit {
 }
 
 /// Everything after parsing; an `Err` is a one-line reason for exit 2.
-fn fallible(inv: &cli::Invocation) -> anyhow::Result<Exit> {
+fn fallible(inv: &cli::Invocation, console: &console::Console) -> anyhow::Result<Exit> {
     let timeout = std::time::Duration::from_millis(inv.timeout_ms);
     // `--timeout-ms` counts from here: reading the attachments is part of the run.
     let started = clock::now().instant;
     let deadline = started + timeout;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    // A single run's attachments come first: a bad file is exit 2 before anything else.
     let prepared = match inv.mode {
         cli::Mode::Run | cli::Mode::Explain => {
-            match prepare_within(&inv.files, &inv.prompt, deadline)? {
-                Some(p) => p,
-                None => {
-                    output::error_line(&format!(
+            let reading = job::prepare(
+                &inv.files,
+                &inv.prompt,
+                attach::Stdin::Allowed,
+                deadline,
+                inv.timeout_ms,
+            );
+            match runtime.block_on(reading) {
+                Ok(p) => Some(p),
+                Err(job::Unprepared::Deadline { .. }) => {
+                    console.error_line(&format!(
                         "timed out after {} ms while reading the attachments (--timeout-ms)",
                         inv.timeout_ms
                     ));
                     return Ok(Exit::Timeout);
                 }
+                Err(job::Unprepared::Attachment { error, .. }) => return Err(error.into()),
+                Err(job::Unprepared::Lost(e)) => {
+                    anyhow::bail!("reading the attachments failed: {e}")
+                }
+                // A single run sends the rest (the old runner's behaviour), with a warning.
+                Err(job::Unprepared::AllEmpty(p)) => Some(p),
             }
         }
-        _ => attach::Prepared::default(),
+        _ => None,
     };
-    for note in &prepared.notes {
-        output::error_line(note);
-    }
-    if let Some(warning) = prepared.empty_warning() {
-        output::error_line(&warning);
+    if let Some(p) = &prepared {
+        for note in &p.notes {
+            console.error_line(note);
+        }
+        if let Some(warning) = p.empty_warning() {
+            console.error_line(&warning);
+        }
     }
     let settings = settings::load(inv.health_url.as_deref())?;
     secrets::register(&settings, deadline);
     if let Some(w) = &settings.pi_warning {
-        output::error_line(w);
+        console.error_line(w);
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    match &inv.mode {
-        cli::Mode::Run | cli::Mode::Explain => {
-            let signals = signals::install().context("cannot install signal handlers")?;
-            let health = health_for(&settings)?;
-            Ok(runtime.block_on(single::run(
-                inv, &settings, prepared, started, deadline, &health, signals,
-            )))
+    let groups = agent::PiGroups::new();
+    match (&inv.mode, prepared) {
+        (cli::Mode::Run | cli::Mode::Explain, Some(prepared)) => {
+            let signals =
+                signals::install(groups.clone()).context("cannot install signal handlers")?;
+            let health = health_for(&settings, console)?;
+            let run = single::Run {
+                inv,
+                settings: &settings,
+                started,
+                deadline,
+                health: &health,
+                console,
+                groups: &groups,
+            };
+            Ok(runtime.block_on(run.go(prepared, signals)))
         }
-        cli::Mode::Batch(args) => {
-            let health = health_for(&settings)?;
-            runtime.block_on(batch::run(inv, args, &settings, health))
+        (cli::Mode::Batch(args), _) => {
+            let health = health_for(&settings, console)?;
+            runtime.block_on(batch::run(inv, args, &settings, health, console, &groups))
         }
         // Management commands keep the default signal actions: nothing to clean up but a
         // short-lived Pi, which exits when our end of its stdin closes.
-        cli::Mode::Manage(m) => Ok(runtime.block_on(manage::run(m, &settings, inv))),
-    }
-}
-
-/// The failover tunables of this invocation; `wait_default` is the mode's (batch: wait).
-pub fn failover_config(
-    settings: &settings::Settings,
-    inv: &cli::Invocation,
-    wait_default: bool,
-) -> failover::Config {
-    failover::Config {
-        first_response: settings.first_response,
-        stall: settings.stall,
-        round_limit: settings.round_limit,
-        cooldown_scale: settings.cooldown_scale,
-        models_scope: inv.models_scope.clone(),
-        saved_default: if inv.models_scope.is_some() && inv.model.is_none() {
-            settings
-                .agent_dir
-                .as_deref()
-                .and_then(settings::pi_saved_default)
-        } else {
-            None
-        },
-        provider: inv.provider.clone(),
-        model: inv.model.clone(),
-        wait: inv.wait.unwrap_or(wait_default),
+        (cli::Mode::Manage(m), _) => Ok(runtime.block_on(manage::run(m, &settings, inv, console))),
+        (cli::Mode::Run | cli::Mode::Explain, None) => {
+            anyhow::bail!("the attachments were not read")
+        }
     }
 }
 
 /// The health thread over the state file when there is an agent dir, over process memory
 /// otherwise.
-fn health_for(settings: &settings::Settings) -> anyhow::Result<health::service::HealthHandle> {
+fn health_for(
+    settings: &settings::Settings,
+    console: &console::Console,
+) -> anyhow::Result<health::service::HealthHandle> {
     if settings.agent_dir.is_none() && settings.health_url.is_none() {
-        output::error_line(
+        console.error_line(
             "warning: no agent directory (set PI_CODING_AGENT_DIR or HOME); health is not shared",
         );
     }
     let store = health::store::open(settings, IN_RUN_LOCK_WAIT).map_err(anyhow::Error::msg)?;
     // The run log stays a local file, whatever the store.
     let log = settings.agent_dir.as_deref().map(runlog::RunLog::new);
+    let warn = console.clone();
     health::service::HealthHandle::start(
         store,
         settings.cooldown_scale,
         log,
-        Box::new(|line: &str| output::error_line(line)),
+        Box::new(move |line: &str| warn.error_line(line)),
     )
     .context("cannot start the health thread")
 }
@@ -190,48 +208,6 @@ fn health_for(settings: &settings::Settings) -> anyhow::Result<health::service::
 /// Longest wait for the state-file lock during a run: runs hold it for milliseconds, and past
 /// this the run goes on in memory rather than fall behind.
 const IN_RUN_LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(1000);
-
-/// Reads the attachments on a thread of its own, so `--timeout-ms` covers them too (`None`: the
-/// deadline passed first; the process is about to exit, so the reader is simply left behind).
-fn prepare_within(
-    files: &[String],
-    prompt: &str,
-    deadline: std::time::Instant,
-) -> anyhow::Result<Option<attach::Prepared>> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (files, prompt) = (files.to_vec(), prompt.to_string());
-    std::thread::Builder::new()
-        .name("attachments".into())
-        .spawn(move || {
-            let _ = tx.send(attach::prepare(&files, &prompt, attach::Stdin::Allowed));
-        })
-        .context("cannot start reading the attachments")?;
-    let left = deadline.saturating_duration_since(clock::now().instant);
-    match rx.recv_timeout(left) {
-        Ok(prepared) => Ok(Some(prepared?)),
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Ok(None),
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-            anyhow::bail!("reading the attachments failed")
-        }
-    }
-}
-
-/// The thinking level of one prompt: `--thinking`, else `--task-complexity` estimated on this
-/// prompt and its attachments, else none (see `complexity::effective_thinking`).
-pub fn job_thinking(
-    thinking: Option<&str>,
-    complexity: Option<complexity::Complexity>,
-    prompt: &str,
-    prepared: &attach::Prepared,
-) -> Option<String> {
-    let signals = complexity::Signals {
-        prompt,
-        input_chars: prepared.message.chars().count(),
-        files: prepared.text_files,
-        images: prepared.images.len(),
-    };
-    complexity::effective_thinking(thinking, complexity, &signals).map(str::to_string)
-}
 
 fn init_tracing(verbose: u8) {
     let level = match verbose {

@@ -3,10 +3,9 @@
 //! same 402 or the same closing success; without `-v` the batch prints one `breaker open: …`
 //! line when a breaker opens and one `breaker closed: …` when it closes again. A warning about
 //! the configuration (a `--models` pattern that matches nothing) is the same for every job and
-//! is said once. No I/O; the process-wide memory of what was said is bounded.
+//! is said once. No I/O; the memory of what was said (one per process, in `console`) is bounded.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
 
 use crate::failover::Note;
 
@@ -68,14 +67,6 @@ impl Said {
             _ => true,
         }
     }
-}
-
-static SAID: Mutex<Option<Said>> = Mutex::new(None);
-
-/// [`Said::news`] over the one memory every worker of this process shares.
-pub fn news(note: Note, line: &str) -> bool {
-    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
-    said.get_or_insert_with(Said::default).news(note, line)
 }
 
 #[cfg(test)]

@@ -1,23 +1,19 @@
-//! The only stdout writer (the answer, JSON, tables, explanations) and the stderr line format.
-//! A closed stdout (`| head`) is not an error: the reader has what it wanted.
-//!
-//! stderr is shared by the live status line and by log lines from every batch worker, the health
-//! thread and the signal handler: every line goes through here, and the status line is wiped
-//! before any line is printed (one lock), so the two never run into each other.
+//! The only stdout writer (the answer, JSON, tables, explanations), and the only code that
+//! turns how a job ended ([`Ended`]) into words, JSON and an exit code. A closed stdout
+//! (`| head`) is not an error: the reader has what it wanted. stderr lines are `console`'s.
 
 use std::io::{self, Write};
-use std::sync::Mutex;
 
 use serde_json::{Value, json};
 
+use crate::exit::Exit;
 use crate::failover::explain::Explanation;
+use crate::failover::reopen::RetryHint;
 use crate::failover::reopen::human_ms;
+use crate::job::{Ended, JobEnd, PiLoss, Stop, Unprepared};
 use crate::redact::redact;
-use crate::report::Report;
 use crate::rpc::Usage;
-
-/// Whether a status line is on screen right now (shared by every writer of stderr).
-static STATUS_SHOWN: Mutex<bool> = Mutex::new(false);
+use crate::signals::Interrupt;
 
 /// Prints the final answer: trimmed, one trailing newline.
 pub fn answer(text: &str) -> io::Result<()> {
@@ -42,87 +38,6 @@ pub fn stdout_text_strict(text: &str) -> io::Result<()> {
     out.write_all(text.as_bytes()).and_then(|()| out.flush())
 }
 
-/// Writes one whole line on stderr, wiping the status line first if one is shown.
-fn stderr_line(line: &str) {
-    let mut shown = STATUS_SHOWN.lock().unwrap_or_else(|e| e.into_inner());
-    let mut err = io::stderr().lock();
-    if *shown {
-        let _ = write!(err, "\r\x1b[2K");
-        *shown = false;
-    }
-    let _ = writeln!(err, "{line}");
-}
-
-/// One diagnostic line on stderr, prefixed and redacted.
-pub fn error_line(text: &str) {
-    stderr_line(&format!("pi-ccswitch-run: {}", redact_keep_len(text)));
-}
-
-/// A progress line (`switch a → b (quota)`), redacted.
-pub fn progress_line(text: &str) {
-    stderr_line(&format!("[ccswitch] {}", redact_keep_len(text)));
-}
-
-/// Redaction with a generous cap: diagnostics may be long, secrets may not appear at all.
-/// Every line of a multi-line text is cleaned on its own (control characters included).
-fn redact_keep_len(text: &str) -> String {
-    text.lines()
-        .map(|l| crate::redact::redact_capped(l, 1000))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// A one-line live status on stderr, redrawn in place; silent unless stderr is a terminal.
-#[derive(Debug)]
-pub struct StatusLine {
-    enabled: bool,
-}
-
-impl StatusLine {
-    pub fn for_stderr() -> StatusLine {
-        StatusLine {
-            enabled: io::IsTerminal::is_terminal(&io::stderr()),
-        }
-    }
-
-    pub fn disabled() -> StatusLine {
-        StatusLine { enabled: false }
-    }
-
-    pub fn enabled(&self) -> bool {
-        self.enabled
-    }
-
-    /// Replaces the status line with `text` (cut to 100 chars).
-    pub fn show(&mut self, text: &str) {
-        if self.enabled {
-            let text: String = text.chars().take(100).collect();
-            let mut shown = STATUS_SHOWN.lock().unwrap_or_else(|e| e.into_inner());
-            let _ = write!(io::stderr().lock(), "\r\x1b[2K{text}");
-            *shown = true;
-        }
-    }
-
-    pub fn show_run(&mut self, model: Option<&str>, attempt: usize, elapsed: std::time::Duration) {
-        self.show(&format!(
-            "⟳ {} · attempt {attempt} · {:.1}s",
-            model.unwrap_or("starting Pi"),
-            elapsed.as_secs_f64()
-        ));
-    }
-
-    /// Removes the status line so a normal line can be printed.
-    pub fn clear(&mut self) {
-        if self.enabled {
-            let mut shown = STATUS_SHOWN.lock().unwrap_or_else(|e| e.into_inner());
-            if *shown {
-                let _ = write!(io::stderr().lock(), "\r\x1b[2K");
-                *shown = false;
-            }
-        }
-    }
-}
-
 /// Token and cost figures as JSON (the keys README documents).
 pub fn usage_json(u: &Usage) -> Value {
     json!({
@@ -135,44 +50,176 @@ pub fn usage_json(u: &Usage) -> Value {
     })
 }
 
+/// The exit code a job's ending means (the table is `exit.rs`'s).
+pub fn exit_of(end: &JobEnd) -> Exit {
+    match end {
+        JobEnd::Answered { .. } => Exit::Success,
+        JobEnd::Explained(e) if e.candidates.is_empty() => Exit::Exhausted,
+        JobEnd::Explained(_) => Exit::Success,
+        JobEnd::Exhausted { .. } => Exit::Exhausted,
+        JobEnd::Stopped(Stop::Signal(sig)) => sig.exit(),
+        JobEnd::Stopped(Stop::Deadline) => Exit::Timeout,
+        // A batch stopping for a setup problem: the job records nothing; as a signal would.
+        JobEnd::Stopped(Stop::Halt) => Exit::Terminated,
+        JobEnd::Unprepared(Unprepared::Deadline { .. }) => Exit::Timeout,
+        JobEnd::EmptyAnswer
+        | JobEnd::Setup(_)
+        | JobEnd::Fatal(_)
+        | JobEnd::PiLost(_)
+        | JobEnd::NotStarted(_)
+        | JobEnd::InvalidLine(_)
+        | JobEnd::Unprepared(_) => Exit::Error,
+    }
+}
+
+/// The retry hint of an exhausted job.
+pub fn retry_of(end: &JobEnd) -> Option<&RetryHint> {
+    match end {
+        JobEnd::Exhausted { retry, .. } => Some(retry),
+        _ => None,
+    }
+}
+
+/// The one line that explains a job's ending that is not an answer (or an explanation).
+pub fn end_message(ended: &Ended) -> Option<String> {
+    let tried = |list: &[String]| {
+        if list.is_empty() {
+            "no request was sent".to_string()
+        } else {
+            format!("tried: {}", list.join(", "))
+        }
+    };
+    Some(match &ended.end {
+        JobEnd::Answered { .. } | JobEnd::Explained(_) => return None,
+        JobEnd::Exhausted {
+            reason, last_error, ..
+        } => match last_error {
+            Some(e) => format!(
+                "failover exhausted: {reason}; {}; last error: {e}",
+                tried(&ended.tried)
+            ),
+            None => format!("failover exhausted: {reason}; {}", tried(&ended.tried)),
+        },
+        JobEnd::EmptyAnswer if ended.tried.len() > 1 => format!(
+            "Pi returned an empty answer and no other model was left; {}",
+            tried(&ended.tried)
+        ),
+        JobEnd::EmptyAnswer => "Pi returned an empty answer".to_string(),
+        JobEnd::Stopped(Stop::Signal(Interrupt::Int)) => "interrupted (SIGINT)".to_string(),
+        JobEnd::Stopped(Stop::Signal(Interrupt::Term)) => "terminated (SIGTERM)".to_string(),
+        JobEnd::Stopped(Stop::Signal(Interrupt::Hup)) => "terminated (SIGHUP)".to_string(),
+        JobEnd::Stopped(Stop::Deadline) => {
+            format!("timed out after {} ms (--timeout-ms)", ended.elapsed_ms)
+        }
+        JobEnd::Stopped(Stop::Halt) => "the batch stopped".to_string(),
+        JobEnd::Setup(problem) => problem.to_string(),
+        JobEnd::Fatal(fatal) => fatal.to_string(),
+        JobEnd::PiLost(loss) => pi_loss(loss),
+        JobEnd::NotStarted(e) => e.to_string(),
+        JobEnd::Unprepared(Unprepared::Attachment { error, .. }) => error.to_string(),
+        JobEnd::Unprepared(Unprepared::AllEmpty(p)) => p
+            .nothing_to_send(p.empty.len())
+            .unwrap_or_else(|| "every attachment is empty: nothing to send".to_string()),
+        JobEnd::Unprepared(Unprepared::Deadline { timeout_ms }) => {
+            format!("timed out after {timeout_ms} ms while reading the attachments (--timeout-ms)")
+        }
+        JobEnd::Unprepared(Unprepared::Lost(e)) => format!("reading the attachments failed: {e}"),
+        JobEnd::InvalidLine(message) => message.clone(),
+    })
+}
+
+/// Pi's early exit as one actionable line: Pi's own error line (not the tail of a Node stack),
+/// and what to do about the usual causes.
+fn pi_loss(loss: &PiLoss) -> String {
+    use std::os::unix::process::ExitStatusExt as _;
+    if let Some(reason) = &loss.malformed {
+        return reason.clone();
+    }
+    let what = "Pi exited before answering";
+    let how = match loss.status {
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(c), _) => format!("exit status {c}"),
+            (None, Some(sig)) => format!("killed by signal {sig}"),
+            _ => "unknown status".to_string(),
+        },
+        None => "still running".to_string(),
+    };
+    if let Some(node) = &loss.old_node {
+        return format!(
+            "{what} ({how}): Pi needs Node.js >= 22.19 but the `node` on PATH is older{}; put a \
+             newer node first on PATH",
+            node.as_deref()
+                .map(|v| format!(" ({v})"))
+                .unwrap_or_default()
+        );
+    }
+    let reason = &loss.error_line;
+    let hint = if reason.contains("EACCES") || reason.contains("EROFS") || reason.contains("EPERM")
+    {
+        "; Pi needs a writable agent dir (it keeps lock files beside auth.json): check \
+         PI_CODING_AGENT_DIR and its permissions"
+    } else {
+        ""
+    };
+    if reason.is_empty() {
+        format!("{what} ({how})")
+    } else {
+        format!(
+            "{what} ({how}); Pi's stderr: {}{hint}",
+            crate::pi_stderr::with_runner_advice(reason)
+        )
+    }
+}
+
 /// The `--json` object of one run (or one batch job). The field set is a public interface:
 /// README documents it and a test pins it.
-pub fn result_json(report: &Report) -> Value {
-    let attempts: Vec<Value> = report
+pub fn result_json(ended: &Ended) -> Value {
+    let message = end_message(ended);
+    let attempts: Vec<Value> = ended
         .attempts
         .iter()
         .map(|a| {
             let f = a.failure.as_ref();
+            // An attempt cut short by a stop has no verdict of its own: the job's ending says.
+            let error = a.error.clone().or_else(|| f.and(message.clone()));
             json!({
                 "model": a.model,
                 "ok": f.is_none(),
                 "class": f.map(|f| f.class.as_str()),
                 "scope": f.map(|f| f.scope.as_str()),
                 "marker": f.map(|f| f.matched.clone()),
-                "error": a.error.as_deref().map(redact),
+                "error": error.as_deref().map(redact),
                 "duration_ms": a.duration_ms,
                 "usage": usage_json(&a.usage),
             })
         })
         .collect();
-    let retry = report.retry.as_ref().map(|r| {
+    let retry = retry_of(&ended.end).map(|r| {
         json!({
             "could_help": r.could_help,
             "retry_after_ms": r.retry_after_ms,
             "reason": redact(&r.reason),
         })
     });
+    let (answer, model) = match &ended.end {
+        JobEnd::Answered { text, model } => (
+            Some(text.clone()),
+            Some(json!({"provider": model.provider, "id": model.id})),
+        ),
+        _ => (None, None),
+    };
+    let exit = exit_of(&ended.end);
     json!({
-        "ok": report.exit == crate::exit::Exit::Success,
-        "answer": report.answer,
-        "model": report.model.as_ref().map(|m| json!({"provider": m.provider, "id": m.id})),
+        "ok": exit == Exit::Success,
+        "answer": answer,
+        "model": model,
         "attempts": attempts,
-        "switches": report.switches,
-        "elapsed_ms": report.elapsed_ms,
-        "usage": usage_json(&report.answer_usage()),
-        "failed_usage": usage_json(&report.failed_usage()),
-        "exit_code": report.exit.code(),
-        "error": report.error.as_deref().map(redact),
+        "switches": ended.switches,
+        "elapsed_ms": ended.elapsed_ms,
+        "usage": usage_json(&ended.answer_usage()),
+        "failed_usage": usage_json(&ended.failed_usage()),
+        "exit_code": exit.code(),
+        "error": message.as_deref().map(redact),
         "retry": retry,
     })
 }

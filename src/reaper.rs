@@ -120,7 +120,7 @@ fn split_args(args: &[OsString]) -> Option<(&OsString, &[OsString])> {
 }
 
 fn fail(message: &str) -> ! {
-    crate::output::error_line(message);
+    crate::console::Console::new().error_line(message);
     std::process::exit(2)
 }
 

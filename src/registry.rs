@@ -47,7 +47,9 @@ pub async fn list_models(
     pi: &std::ffi::OsString,
     pi_args: &[String],
 ) -> Result<Vec<ModelInfo>, ListError> {
-    let mut agent = Agent::spawn(pi, pi_args).map_err(ListError::Spawn)?;
+    // A short-lived Pi of its own: the hard exit of a second Ctrl-C need not know it.
+    let mut agent =
+        Agent::spawn(pi, pi_args, &crate::agent::PiGroups::new()).map_err(ListError::Spawn)?;
     let result = tokio::time::timeout(LIST_TIMEOUT, async {
         agent
             .send("models", &Command::GetAvailableModels)

@@ -26,8 +26,11 @@ impl Interrupt {
 }
 
 /// Installs the handlers. The receiver holds the first interrupt once one arrived; every
-/// batch worker watches the same value.
-pub fn install() -> std::io::Result<watch::Receiver<Option<Interrupt>>> {
+/// batch worker watches the same value. A second SIGINT kills `groups` (every live Pi) and
+/// exits at once.
+pub fn install(
+    groups: crate::agent::PiGroups,
+) -> std::io::Result<watch::Receiver<Option<Interrupt>>> {
     let (tx, rx) = watch::channel(None);
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])?;
     std::thread::Builder::new()
@@ -42,7 +45,7 @@ pub fn install() -> std::io::Result<watch::Receiver<Option<Interrupt>>> {
                     _ => Interrupt::Term,
                 };
                 if seen > 1 && interrupt == Interrupt::Int {
-                    crate::agent::kill_all_groups();
+                    groups.kill_all();
                     std::process::exit(i32::from(Exit::Interrupted.code()));
                 }
                 if tx.borrow().is_none() {

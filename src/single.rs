@@ -3,123 +3,131 @@
 
 use tokio::sync::watch;
 
+use crate::agent::PiGroups;
 use crate::attach::Prepared;
 use crate::cli::{Invocation, Mode};
-use crate::driver::{self, Job, Session};
+use crate::console::Console;
+use crate::driver::Session;
 use crate::exit::Exit;
 use crate::health::service::HealthHandle;
+use crate::job::{self, Ended, JobEnd, JobRequest, Stop, ThinkingSource};
 use crate::output;
-use crate::output::StatusLine;
-use crate::report::Report;
 use crate::settings::Settings;
 use crate::signals::Interrupt;
 
-/// Runs the prompt; `started` is when the run began (its `--timeout-ms` counts from there, and
-/// so does the `elapsed_ms` it reports).
-pub async fn run(
-    inv: &Invocation,
-    settings: &Settings,
-    prepared: Prepared,
-    started: std::time::Instant,
-    deadline: std::time::Instant,
-    health: &HealthHandle,
-    mut signals: watch::Receiver<Option<Interrupt>>,
-) -> Exit {
-    let thinking = crate::job_thinking(
-        inv.thinking.as_deref(),
-        inv.task_complexity,
-        &inv.prompt,
-        &prepared,
-    );
-    let thinking_source = match (&inv.thinking, inv.task_complexity, &thinking) {
-        (Some(t), _, _) => format!("{t} (--thinking)"),
-        (None, Some(c), Some(t)) => format!("{t} (--task-complexity {c})"),
-        _ => "the model's own default".to_string(),
-    };
-    let mut pi_args = inv.pi_args();
-    if inv.thinking.is_none()
-        && let Some(level) = &thinking
-    {
-        pi_args.push("--thinking".to_string());
-        pi_args.push(level.clone());
-    }
-    let explain = inv.mode == Mode::Explain;
-    let attachments = output::Inputs {
-        text_files: prepared.text_files,
-        images: prepared.images.len(),
-        empty: prepared.empty.clone(),
-    };
-    let job = Job {
-        message: prepared.message,
-        images: prepared.images,
-        config: crate::failover_config(settings, inv, false),
-        verbose: inv.verbose,
-        label: String::new(),
-        in_batch: false,
-        thinking,
-        explain,
-    };
-    let mut session = match Session::start(&settings.pi_command, &pi_args) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            let mut r = Report::failed(Exit::Error, e.to_string());
-            r.pi_start_failed = true;
-            return deliver(inv, &r, &thinking_source, &attachments);
-        }
-    };
-    let mut status = StatusLine::for_stderr();
-    let mut report = match session.as_mut() {
-        Some(s) => {
-            s.run_job(&job, health, &mut signals, deadline, &mut status)
-                .await
-        }
-        None => Report::failed(Exit::Error, "Pi did not start".to_string()),
-    };
-    // The answer first: stopping Pi and writing shared health afterwards must never delay it.
-    report.elapsed_ms = driver::ms_since(started);
-    let exit = deliver(inv, &report, &thinking_source, &attachments);
-    if let Some(s) = session {
-        s.stop().await;
-    }
-    // What was not written by the deadline (or within a moment) is lost, as when the store is
-    // down: the exit never waits on a slow store.
-    let left = deadline.saturating_duration_since(crate::clock::now().instant);
-    health.flush_within(left.min(FLUSH_LIMIT)).await;
-    exit
-}
-
 /// The longest the end of a run waits for shared health to be written.
 const FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_millis(1000);
+
+/// A single run and what it shares with the process.
+pub struct Run<'a> {
+    pub inv: &'a Invocation,
+    pub settings: &'a Settings,
+    /// When the run began (its `--timeout-ms` counts from there, and so does the
+    /// `elapsed_ms` it reports).
+    pub started: std::time::Instant,
+    pub deadline: std::time::Instant,
+    pub health: &'a HealthHandle,
+    pub console: &'a Console,
+    pub groups: &'a PiGroups,
+}
+
+impl Run<'_> {
+    /// Runs the prompt whose attachments are `prepared`.
+    pub async fn go(self, prepared: Prepared, signals: watch::Receiver<Option<Interrupt>>) -> Exit {
+        let inv = self.inv;
+        let attachments = output::Inputs {
+            text_files: prepared.text_files,
+            images: prepared.images.len(),
+            empty: prepared.empty.clone(),
+        };
+        let (request, _) = JobRequest::build(job::Parts {
+            prepared,
+            prompt: &inv.prompt,
+            config: job::failover_config(self.settings, inv, false),
+            thinking: inv.thinking.as_deref(),
+            complexity: inv.task_complexity,
+            label: String::new(),
+            in_batch: false,
+            verbose: inv.verbose,
+            explain: inv.mode == Mode::Explain,
+            deadline: self.deadline,
+        });
+        let thinking_source = match (&request.thinking.level, request.thinking.source) {
+            (Some(t), ThinkingSource::Flag) => format!("{t} (--thinking)"),
+            (Some(t), ThinkingSource::Complexity(c)) => format!("{t} (--task-complexity {c})"),
+            _ => "the model's own default".to_string(),
+        };
+        let mut stops = stops_from(signals);
+        let mut session =
+            match Session::start(&self.settings.pi_command, &inv.pi_args(), self.groups) {
+                Ok(s) => s,
+                Err(e) => {
+                    let ended = Ended::bare(JobEnd::NotStarted(e));
+                    return deliver(inv, self.console, &ended, &thinking_source, &attachments);
+                }
+            };
+        let mut status = self.console.status_line();
+        let mut ended = session
+            .run(&request, self.health, &mut stops, self.console, &mut status)
+            .await;
+        // The answer first: stopping Pi and writing shared health afterwards must never delay it.
+        ended.elapsed_ms = crate::driver::ms_since(self.started);
+        let exit = deliver(inv, self.console, &ended, &thinking_source, &attachments);
+        session.stop().await;
+        // What was not written by the deadline (or within a moment) is lost, as when the store
+        // is down: the exit never waits on a slow store.
+        self.health
+            .flush_within(job::left(self.deadline).min(FLUSH_LIMIT))
+            .await;
+        exit
+    }
+}
+
+/// Signals as job stops: a single run stops on the first one.
+fn stops_from(mut signals: watch::Receiver<Option<Interrupt>>) -> watch::Receiver<Option<Stop>> {
+    let (tx, rx) = watch::channel(None);
+    tokio::spawn(async move {
+        while signals.changed().await.is_ok() {
+            let sig = *signals.borrow();
+            if let Some(sig) = sig {
+                tx.send_replace(Some(Stop::Signal(sig)));
+                return;
+            }
+        }
+    });
+    rx
+}
 
 /// Prints what the run came to (the answer, the JSON object or the explanation on stdout; the
 /// error and the retry hint on stderr) and returns its exit code.
 fn deliver(
     inv: &Invocation,
-    report: &Report,
+    console: &Console,
+    ended: &Ended,
     thinking_source: &str,
     attachments: &output::Inputs,
 ) -> Exit {
-    if let Some(err) = &report.error {
-        output::error_line(err);
+    if let Some(err) = output::end_message(ended) {
+        console.error_line(&err);
     }
-    if let Some(hint) = &report.retry {
-        output::error_line(&format!("retry: {}", hint.reason));
+    if let Some(hint) = output::retry_of(&ended.end) {
+        console.error_line(&format!("retry: {}", hint.reason));
     }
-    let written = match &report.explanation {
-        Some(e) if inv.json => output::stdout_text(&format!(
+    let written = match &ended.end {
+        JobEnd::Explained(e) if inv.json => output::stdout_text(&format!(
             "{}\n",
             output::explanation_json(e, thinking_source, attachments)
         )),
-        Some(e) => output::stdout_text(&output::explanation_text(e, thinking_source, attachments)),
-        None if inv.json => output::stdout_text(&format!("{}\n", output::result_json(report))),
-        None => match &report.answer {
-            Some(answer) => output::answer(answer),
-            None => Ok(()),
-        },
+        JobEnd::Explained(e) => {
+            output::stdout_text(&output::explanation_text(e, thinking_source, attachments))
+        }
+        _ if inv.json => output::stdout_text(&format!("{}\n", output::result_json(ended))),
+        JobEnd::Answered { text, .. } => output::answer(text),
+        _ => Ok(()),
     };
     if let Err(e) = written {
-        output::error_line(&format!("cannot write to stdout: {e}"));
+        console.error_line(&format!("cannot write to stdout: {e}"));
         return Exit::Error;
     }
-    report.exit
+    output::exit_of(&ended.end)
 }

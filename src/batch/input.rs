@@ -18,7 +18,6 @@ use super::ledger::{Known, Recorded, Rerun};
 use super::shard::{self, Identities, Identity};
 use crate::cli::Shard;
 use crate::lines::{Line, LineReader};
-use crate::output;
 
 /// One line for a worker: a job to run, or an invalid line to report.
 #[derive(Debug)]
@@ -212,12 +211,14 @@ pub fn spawn(
     tx: mpsc::Sender<Item>,
     progress: Arc<Progress>,
     name: String,
+    console: crate::console::Console,
 ) -> io::Result<()> {
     std::thread::Builder::new()
         .name("batch-input".into())
         .spawn(move || {
             let mut reader = Reader {
                 filter,
+                console,
                 tx,
                 progress,
             };
@@ -236,6 +237,7 @@ pub fn spawn(
 
 struct Reader {
     filter: Filter,
+    console: crate::console::Console,
     tx: mpsc::Sender<Item>,
     progress: Arc<Progress>,
 }
@@ -281,7 +283,7 @@ impl Reader {
                     self.progress.total.fetch_add(1, Ordering::Relaxed);
                     self.progress.skipped.fetch_add(1, Ordering::Relaxed);
                     if let Some(message) = changed {
-                        output::error_line(&message);
+                        self.console.error_line(&message);
                     }
                 }
                 Decision::FailedBefore(exit) => {
@@ -489,6 +491,7 @@ mod tests {
             tx,
             Arc::clone(&progress),
             "-".into(),
+            crate::console::Console::new(),
         )
         .unwrap();
         let items: Vec<Item> = rt.block_on(async {

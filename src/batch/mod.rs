@@ -27,10 +27,13 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::sync::{Mutex, mpsc, watch};
 
+use crate::agent::PiGroups;
 use crate::clock;
+use crate::console::Console;
 use crate::exit::Exit;
 use crate::health::service::HealthHandle;
-use crate::output::{self, StatusLine};
+use crate::job::{Ended, Stop as JobStop};
+use crate::output;
 use crate::signals::Interrupt;
 
 use input::{Filter, Item, Progress};
@@ -38,8 +41,7 @@ pub use jobs::batch_exit;
 use sink::{Failure, Sink, Target};
 use worker::{Done, Outcome, Plan, Worker};
 
-/// How often the live status line is redrawn.
-const STATUS_TICK: Duration = Duration::from_millis(250);
+use crate::driver::STATUS_TICK;
 /// The longest the end of a batch waits for shared health to be written.
 const FLUSH_LIMIT: Duration = Duration::from_millis(2000);
 
@@ -70,6 +72,8 @@ pub async fn run(
     args: &crate::cli::BatchArgs,
     settings: &crate::settings::Settings,
     health: HealthHandle,
+    console: &Console,
+    groups: &PiGroups,
 ) -> anyhow::Result<Exit> {
     // Everything that can refuse the batch outright comes first, before any Pi starts and while
     // Ctrl-C still simply ends the process (opening a FIFO as the job file may wait).
@@ -94,29 +98,30 @@ pub async fn run(
         .unwrap_or_default();
     if let Some(l) = &ledger {
         match l.tail {
-            Some(ledger::Tail::Cut(bytes)) => output::error_line(&format!(
+            Some(ledger::Tail::Cut(bytes)) => console.error_line(&format!(
                 "--output {output_name}: cut off a torn last line ({bytes} bytes without a \
                  newline, left by an interrupted run)"
             )),
-            Some(ledger::Tail::Completed) => output::error_line(&format!(
+            Some(ledger::Tail::Completed) => console.error_line(&format!(
                 "--output {output_name}: the last result lacked its newline; added it"
             )),
             None => {}
         }
         if let Some(r) = l.recorded.as_ref().filter(|r| r.malformed > 0) {
-            output::error_line(&format!(
+            console.error_line(&format!(
                 "--output {output_name}: ignored {} line(s) that are not results",
                 r.malformed
             ));
         }
     }
     let source = open_input(&args.file).await?;
-    let signals = crate::signals::install().context("cannot install signal handlers")?;
+    let signals =
+        crate::signals::install(groups.clone()).context("cannot install signal handlers")?;
     let plan = Plan {
         pi_command: settings.pi_command.clone(),
         base_args: inv.base_args.clone(),
         profile: inv.profile.clone(),
-        config: crate::failover_config(settings, inv, true),
+        config: crate::job::failover_config(settings, inv, true),
         timeout: Duration::from_millis(inv.timeout_ms),
         verbose: inv.verbose,
         thinking: inv.thinking.clone(),
@@ -134,8 +139,8 @@ pub async fn run(
         changed: args.rerun_changed,
     };
     let filter = Filter::new(args.shard, recorded, output_name, rerun);
-    let batch = Batch::start(plan, source, filter, target, &args.file)?;
-    Ok(batch.run(health, signals).await)
+    let batch = Batch::start(plan, source, filter, target, &args.file, console)?;
+    Ok(batch.run(health, signals, console, groups).await)
 }
 
 /// The job file (`-` = stdin), opened on the blocking pool.
@@ -153,7 +158,7 @@ async fn open_input(file: &str) -> anyhow::Result<Box<dyn Read + Send>> {
 
 /// Why the batch stopped taking jobs early.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Stop {
+enum Halt {
     Signal(Interrupt),
     /// A setup problem: the message for stderr.
     Setup(String),
@@ -166,7 +171,7 @@ enum Stop {
 /// What workers tell the collector.
 enum Event {
     Done(Done),
-    Setup(String),
+    Setup(Box<Ended>),
     WriteFailed(Failure),
 }
 
@@ -187,12 +192,20 @@ impl Batch {
         filter: Filter,
         target: Target,
         name: &str,
+        console: &Console,
     ) -> anyhow::Result<Batch> {
         let ordered = matches!(target, Target::Stdout);
         let (tx, items) = mpsc::channel(plan.workers.max(1));
         let progress = Arc::new(Progress::default());
-        input::spawn(source, filter, tx, Arc::clone(&progress), name.to_string())
-            .context("cannot start reading the batch file")?;
+        input::spawn(
+            source,
+            filter,
+            tx,
+            Arc::clone(&progress),
+            name.to_string(),
+            console.clone(),
+        )
+        .context("cannot start reading the batch file")?;
         let (sink, sink_finished) = Sink::start(target).context("cannot start writing results")?;
         Ok(Batch {
             plan,
@@ -208,6 +221,8 @@ impl Batch {
         self,
         health: HealthHandle,
         mut signals: watch::Receiver<Option<Interrupt>>,
+        console: &Console,
+        groups: &PiGroups,
     ) -> Exit {
         let start = clock::now().instant;
         let Batch {
@@ -224,7 +239,7 @@ impl Batch {
             items: Mutex::new(items),
             stop: watch::channel(None).0,
             // Jobs see signals through this, so a setup problem can cut them short too.
-            interrupt: watch::channel(None).0,
+            stops: watch::channel(None).0,
             printed: watch::channel(0).0,
             ordered,
         });
@@ -235,12 +250,19 @@ impl Batch {
             let events = events_tx.clone();
             let health = health.clone();
             let sink = sink.clone();
+            let (console, groups) = (console.clone(), groups.clone());
             local.spawn_local(async move {
-                work(Worker::new(n), &shared, &health, &sink, &events).await
+                let ctx = worker::Ctx {
+                    plan: &shared.plan,
+                    health: &health,
+                    console: &console,
+                    groups: &groups,
+                };
+                work(Worker::new(n), &shared, &ctx, &sink, &events).await
             });
         }
         drop(events_tx);
-        let mut status = StatusLine::for_stderr();
+        let mut status = console.status_line();
         let collector = async {
             let mut tally = summary::Tally::default();
             let mut exit = Exit::Success;
@@ -254,7 +276,7 @@ impl Batch {
                         Some(Event::Done(done)) => {
                             if done.exit != Exit::Success || shared.plan.verbose > 0 {
                                 status.clear();
-                                output::progress_line(&done.note);
+                                console.progress_line(&done.note);
                             }
                             exit = jobs::worse(exit, done.exit);
                             tally.record(
@@ -269,14 +291,18 @@ impl Batch {
                                 shared.print_ready(&mut order, &sink).await;
                             }
                         }
-                        Some(Event::Setup(message)) => shared.halt(Stop::Setup(message)),
+                        Some(Event::Setup(ended)) => {
+                            let message = output::end_message(&ended)
+                                .unwrap_or_else(|| "setup failed".to_string());
+                            shared.halt(Halt::Setup(message));
+                        }
                         Some(Event::WriteFailed(f)) => shared.halt(stop_for(f)),
                     },
                     _ = ticker.tick(), if status.enabled() => {}
                     changed = signals.changed(), if watching => match changed {
                         Ok(()) => {
                             if let Some(sig) = *signals.borrow() {
-                                shared.halt(Stop::Signal(sig));
+                                shared.halt(Halt::Signal(sig));
                             }
                         }
                         Err(_) => watching = false,
@@ -301,8 +327,8 @@ impl Batch {
         // hold the batch's exit).
         health.flush_within(FLUSH_LIMIT).await;
         let stop = shared.stop.borrow().clone();
-        if let Some(Stop::Setup(message)) = stop {
-            output::error_line(&format!("batch stopped: {message}"));
+        if let Some(Halt::Setup(message)) = stop {
+            console.error_line(&format!("batch stopped: {message}"));
             return Exit::Error;
         }
         tally.skipped = progress.skipped.load(Ordering::Relaxed);
@@ -320,36 +346,36 @@ impl Batch {
             progress.total.load(Ordering::Relaxed),
             crate::driver::ms_since(start),
         ) {
-            output::progress_line(&line);
+            console.progress_line(&line);
         }
         let read_error = progress.error.lock().map(|e| e.clone()).unwrap_or(None);
         if let Some(e) = read_error {
-            output::error_line(&e);
+            console.error_line(&e);
             exit = jobs::worse(exit, Exit::Error);
         }
         match stop {
-            Some(Stop::Signal(sig)) => {
-                output::error_line(match sig {
+            Some(Halt::Signal(sig)) => {
+                console.error_line(match sig {
                     Interrupt::Int => "interrupted (SIGINT); unfinished jobs were not recorded",
                     Interrupt::Term => "terminated (SIGTERM); unfinished jobs were not recorded",
                     Interrupt::Hup => "terminated (SIGHUP); unfinished jobs were not recorded",
                 });
                 exit = sig.exit();
             }
-            Some(Stop::WriteFailed(e)) => {
-                output::error_line(&e);
+            Some(Halt::WriteFailed(e)) => {
+                console.error_line(&e);
                 exit = jobs::worse(exit, Exit::Error);
             }
-            Some(Stop::Closed | Stop::Setup(_)) | None => {}
+            Some(Halt::Closed | Halt::Setup(_)) | None => {}
         }
         exit
     }
 }
 
-fn stop_for(f: Failure) -> Stop {
+fn stop_for(f: Failure) -> Halt {
     match f {
-        Failure::Closed => Stop::Closed,
-        Failure::Io(e) => Stop::WriteFailed(e),
+        Failure::Closed => Halt::Closed,
+        Failure::Io(e) => Halt::WriteFailed(e),
     }
 }
 
@@ -357,8 +383,9 @@ fn stop_for(f: Failure) -> Stop {
 struct Shared {
     plan: Plan,
     items: Mutex<mpsc::Receiver<Item>>,
-    stop: watch::Sender<Option<Stop>>,
-    interrupt: watch::Sender<Option<Interrupt>>,
+    stop: watch::Sender<Option<Halt>>,
+    /// How the jobs in flight learn they must stop (a signal, or a setup problem elsewhere).
+    stops: watch::Sender<Option<JobStop>>,
     /// Index of the next result to print on stdout (input order only).
     printed: watch::Sender<usize>,
     ordered: bool,
@@ -367,12 +394,12 @@ struct Shared {
 impl Shared {
     /// Stops taking jobs. A signal or a setup problem also cuts the jobs in flight short; a
     /// closed stdout or a failed write lets them finish.
-    fn halt(&self, why: Stop) {
+    fn halt(&self, why: Halt) {
         let cut = match &why {
-            Stop::Signal(sig) => Some(*sig),
-            // Not a signal, but the same for a job: stop Pi, record nothing.
-            Stop::Setup(_) => Some(Interrupt::Term),
-            Stop::Closed | Stop::WriteFailed(_) => None,
+            Halt::Signal(sig) => Some(JobStop::Signal(*sig)),
+            // The same for a job as a signal: stop Pi, record nothing.
+            Halt::Setup(_) => Some(JobStop::Halt),
+            Halt::Closed | Halt::WriteFailed(_) => None,
         };
         // The first reason stands.
         self.stop.send_if_modified(|s| {
@@ -382,11 +409,11 @@ impl Shared {
             }
             fresh
         });
-        if let Some(sig) = cut {
-            self.interrupt.send_if_modified(|i| {
+        if let Some(stop) = cut {
+            self.stops.send_if_modified(|i| {
                 let fresh = i.is_none();
                 if fresh {
-                    *i = Some(sig);
+                    *i = Some(stop);
                 }
                 fresh
             });
@@ -402,7 +429,7 @@ impl Shared {
         while let Some(line) = order.pop() {
             if matches!(
                 *self.stop.borrow(),
-                Some(Stop::Closed | Stop::WriteFailed(_))
+                Some(Halt::Closed | Halt::WriteFailed(_))
             ) {
                 continue;
             }
@@ -439,16 +466,16 @@ impl Shared {
 async fn work(
     mut worker: Worker,
     shared: &Shared,
-    health: &HealthHandle,
+    ctx: &worker::Ctx<'_>,
     sink: &Sink,
     events: &mpsc::Sender<Event>,
 ) {
-    let mut interrupt = shared.interrupt.subscribe();
+    let mut stops = shared.stops.subscribe();
     while !shared.stopped() {
         let Some(item) = shared.next_item().await else {
             break;
         };
-        match worker.run(item, &shared.plan, health, &mut interrupt).await {
+        match worker.run(item, ctx, &mut stops).await {
             Outcome::Finished(done) => {
                 // With --output the job counts as done once its line is on disk.
                 if !shared.ordered
@@ -462,8 +489,8 @@ async fn work(
                 }
             }
             Outcome::Unfinished => break,
-            Outcome::Setup(message) => {
-                let _ = events.send(Event::Setup(message)).await;
+            Outcome::Setup(ended) => {
+                let _ = events.send(Event::Setup(ended)).await;
                 break;
             }
         }
@@ -516,7 +543,7 @@ mod tests {
             plan,
             items: Mutex::new(rx),
             stop: watch::channel(None).0,
-            interrupt: watch::channel(None).0,
+            stops: watch::channel(None).0,
             printed: watch::channel(0).0,
             ordered: true,
         }
@@ -560,17 +587,17 @@ mod tests {
             let waiting = tokio::task::spawn_local(async move { index(s.next_item().await) });
             settle().await;
             assert!(!waiting.is_finished());
-            shared.halt(Stop::Closed);
+            shared.halt(Halt::Closed);
             assert_eq!(waiting.await.expect("task"), None);
             assert_eq!(
-                *shared.interrupt.borrow(),
+                *shared.stops.borrow(),
                 None,
                 "a closed stdout cuts no job short"
             );
-            shared.halt(Stop::Setup("x".into()));
+            shared.halt(Halt::Setup("x".into()));
             assert_eq!(
                 *shared.stop.borrow(),
-                Some(Stop::Closed),
+                Some(Halt::Closed),
                 "the first reason stands"
             );
         });
@@ -580,11 +607,11 @@ mod tests {
     #[test]
     fn a_setup_problem_interrupts_the_jobs_in_flight() {
         let s = shared(2, 0);
-        s.halt(Stop::Setup("pi not found".into()));
-        assert_eq!(*s.interrupt.borrow(), Some(Interrupt::Term));
-        assert_eq!(*s.stop.borrow(), Some(Stop::Setup("pi not found".into())));
+        s.halt(Halt::Setup("pi not found".into()));
+        assert_eq!(*s.stops.borrow(), Some(JobStop::Halt));
+        assert_eq!(*s.stop.borrow(), Some(Halt::Setup("pi not found".into())));
         let s = shared(2, 0);
-        s.halt(Stop::Signal(Interrupt::Int));
-        assert_eq!(*s.interrupt.borrow(), Some(Interrupt::Int));
+        s.halt(Halt::Signal(Interrupt::Int));
+        assert_eq!(*s.stops.borrow(), Some(JobStop::Signal(Interrupt::Int)));
     }
 }

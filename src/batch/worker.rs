@@ -12,18 +12,19 @@ use tokio::sync::watch;
 use super::input::Item;
 use super::jobs::{Invalid, JobSpec};
 use super::shard;
-use crate::attach;
+use crate::agent::PiGroups;
+use crate::attach::{self, Stdin};
 use crate::cli::Profile;
 use crate::clock;
 use crate::complexity::Complexity;
-use crate::driver::{Job, Session};
+use crate::console::Console;
+use crate::driver::Session;
 use crate::exit::Exit;
 use crate::failover::Config;
 use crate::health::service::HealthHandle;
-use crate::output::{self, StatusLine};
-use crate::report::Report;
+use crate::job::{self, Ended, JobEnd, JobRequest, Stop, Unprepared};
+use crate::output;
 use crate::rpc::Usage;
-use crate::signals::Interrupt;
 
 /// What every job shares.
 pub struct Plan {
@@ -84,7 +85,7 @@ pub enum Outcome {
     Unfinished,
     /// The configuration cannot work (Pi missing or dying at start, a scope that selects
     /// nothing…): the whole batch stops, and this job is not marked as attempted.
-    Setup(String),
+    Setup(Box<Ended>),
 }
 
 /// What a result line says about the job's input besides its id.
@@ -102,8 +103,8 @@ pub enum Input<'a> {
 /// `input_hash` (`null` for an invalid line), `permanent` (the failure is in the input itself),
 /// and for a job with files each one's SHA-256 (`attachments`) and their `content_hash`; for an
 /// invalid line its `line_hash`.
-pub fn result_line(id: Option<&Value>, number: u64, input: Input<'_>, report: &Report) -> String {
-    let mut v = output::result_json(report);
+pub fn result_line(id: Option<&Value>, number: u64, input: Input<'_>, ended: &Ended) -> String {
+    let mut v = output::result_json(ended);
     if let Some(obj) = v.as_object_mut() {
         obj.insert("id".to_string(), id.cloned().unwrap_or(Value::Null));
         obj.insert("line".to_string(), json!(number));
@@ -117,14 +118,14 @@ pub fn result_line(id: Option<&Value>, number: u64, input: Input<'_>, report: &R
                         .map(|(i, f)| {
                             json!({
                                 "file": f,
-                                "sha256": report.digests.get(i).map(|d| attach::digest::hex(d)),
+                                "sha256": ended.digests.get(i).map(|d| attach::digest::hex(d)),
                             })
                         })
                         .collect();
                     obj.insert("attachments".to_string(), json!(attachments));
                     obj.insert(
                         "content_hash".to_string(),
-                        json!(report.content_hash.map(shard::hex)),
+                        json!(ended.content_hash.map(shard::hex)),
                     );
                 }
             }
@@ -133,8 +134,7 @@ pub fn result_line(id: Option<&Value>, number: u64, input: Input<'_>, report: &R
                 obj.insert("line_hash".to_string(), json!(shard::hex(line_hash)));
             }
         }
-        let permanent = report.exit != Exit::Success && report.permanent;
-        obj.insert("permanent".to_string(), json!(permanent));
+        obj.insert("permanent".to_string(), json!(ended.permanent()));
     }
     format!("{v}\n")
 }
@@ -143,6 +143,14 @@ pub fn result_line(id: Option<&Value>, number: u64, input: Input<'_>, report: &R
 pub struct Worker {
     pub number: usize,
     session: Option<Session>,
+}
+
+/// What a worker shares with the batch while it runs a job.
+pub struct Ctx<'a> {
+    pub plan: &'a Plan,
+    pub health: &'a HealthHandle,
+    pub console: &'a Console,
+    pub groups: &'a PiGroups,
 }
 
 impl Worker {
@@ -163,9 +171,8 @@ impl Worker {
     pub async fn run(
         &mut self,
         item: Item,
-        plan: &Plan,
-        health: &HealthHandle,
-        interrupt: &mut watch::Receiver<Option<Interrupt>>,
+        ctx: &Ctx<'_>,
+        stops: &mut watch::Receiver<Option<Stop>>,
     ) -> Outcome {
         match item {
             Item::Invalid {
@@ -179,16 +186,13 @@ impl Worker {
                 number,
                 spec,
                 input_hash,
-            } => {
-                let ran = self.job(&spec, plan, health, interrupt).await;
-                match ran {
-                    Ran::Report(report) if is_interrupt(report.exit) => Outcome::Unfinished,
-                    Ran::Report(report) => {
-                        Outcome::Finished(self.done(index, number, &spec, input_hash, &report))
-                    }
-                    Ran::Setup(e) => Outcome::Setup(e),
+            } => match self.job(&spec, ctx, stops).await {
+                Ran::Ended(ended) if matches!(ended.end, JobEnd::Stopped(_)) => Outcome::Unfinished,
+                Ran::Ended(ended) => {
+                    Outcome::Finished(self.done(index, number, &spec, input_hash, &ended))
                 }
-            }
+                Ran::Setup(ended) => Outcome::Setup(ended),
+            },
         }
     }
 
@@ -198,30 +202,32 @@ impl Worker {
         number: u64,
         spec: &JobSpec,
         input_hash: u64,
-        report: &Report,
+        ended: &Ended,
     ) -> Done {
         let who = format!("{} (input line {number})", spec.id.label());
-        let model = report.model.as_ref().map(crate::catalog::ModelInfo::key);
-        let note = match (&model, &report.error) {
-            (Some(m), _) if report.exit == Exit::Success => format!(
+        let exit = output::exit_of(&ended.end);
+        let model = match &ended.end {
+            JobEnd::Answered { model, .. } => Some(model.key()),
+            _ => None,
+        };
+        let note = match (&model, output::end_message(ended)) {
+            (Some(m), _) => format!(
                 "{}: ok ({m}, {} ms, worker {})",
                 spec.id.label(),
-                report.elapsed_ms,
+                ended.elapsed_ms,
                 self.number
             ),
-            (_, Some(e)) => {
-                let retry = report
-                    .retry
-                    .as_ref()
+            (None, Some(e)) => {
+                let retry = output::retry_of(&ended.end)
                     .map(|r| format!("; retry: {}", r.reason))
                     .unwrap_or_default();
-                format!("{who}: exit {}: {e}{retry}", report.exit.code())
+                format!("{who}: exit {}: {e}{retry}", exit.code())
             }
-            _ => format!("{who}: exit {}", report.exit.code()),
+            (None, None) => format!("{who}: exit {}", exit.code()),
         };
         Done {
             index,
-            exit: report.exit,
+            exit,
             line: result_line(
                 Some(spec.id.value()),
                 number,
@@ -229,13 +235,13 @@ impl Worker {
                     input_hash,
                     files: &spec.files,
                 },
-                report,
+                ended,
             ),
             note,
             model,
-            usage: report.answer_usage(),
-            failed_usage: report.failed_usage(),
-            failed_classes: report
+            usage: ended.answer_usage(),
+            failed_usage: ended.failed_usage(),
+            failed_classes: ended
                 .attempts
                 .iter()
                 .filter_map(|a| a.failure.as_ref())
@@ -248,45 +254,63 @@ impl Worker {
     async fn job(
         &mut self,
         spec: &JobSpec,
-        plan: &Plan,
-        health: &HealthHandle,
-        interrupt: &mut watch::Receiver<Option<Interrupt>>,
+        ctx: &Ctx<'_>,
+        stops: &mut watch::Receiver<Option<Stop>>,
     ) -> Ran {
+        let plan = ctx.plan;
         // The job's deadline covers reading its attachments too.
         let deadline = clock::now().instant + plan.timeout;
-        let prepared = match prepare(spec, plan, deadline).await {
-            Ok(p) => p,
-            Err(report) => return Ran::Report(Box::new(report)),
-        };
-        let thinking = crate::job_thinking(
-            plan.thinking.as_deref(),
-            plan.complexity,
+        let timeout_ms = u64::try_from(plan.timeout.as_millis()).unwrap_or(u64::MAX);
+        let prepared = match job::prepare(
+            &spec.files,
             &spec.prompt,
-            &prepared,
-        );
-        // What the files held when the job ran, for its result (and `--rerun-changed`).
-        let digests = prepared.digests.clone();
-        let finish = |mut report: Report| {
-            if !spec.files.is_empty() {
-                report.content_hash = Some(attach::digest::content_hash(&digests));
-                report.digests.clone_from(&digests);
+            Stdin::Refused,
+            deadline,
+            timeout_ms,
+        )
+        .await
+        {
+            Ok(p) => p,
+            Err(unprepared) => {
+                let content_hash = match &unprepared {
+                    Unprepared::Attachment { content_hash, .. } => *content_hash,
+                    Unprepared::AllEmpty(p) => Some(attach::digest::content_hash(&p.digests)),
+                    _ => None,
+                };
+                let digests = match &unprepared {
+                    Unprepared::AllEmpty(p) => p.digests.clone(),
+                    _ => Vec::new(),
+                };
+                let mut ended = Ended::bare(JobEnd::Unprepared(unprepared));
+                ended.content_hash = content_hash;
+                ended.digests = digests;
+                return Ran::Ended(Box::new(ended));
             }
-            Ran::Report(Box::new(report))
         };
-        let job = Job {
-            message: prepared.message,
-            images: prepared.images,
+        let (request, rest) = JobRequest::build(job::Parts {
+            prepared,
+            prompt: &spec.prompt,
             config: plan.config.clone(),
-            verbose: plan.verbose,
+            thinking: plan.thinking.as_deref(),
+            complexity: plan.complexity,
             label: format!("{}: ", spec.id.label()),
             in_batch: true,
-            thinking,
+            verbose: plan.verbose,
             explain: false,
+            deadline,
+        });
+        // What the files held when the job ran, for its result (and `--rerun-changed`).
+        let finish = |mut ended: Ended| {
+            if !spec.files.is_empty() {
+                ended.content_hash = Some(attach::digest::content_hash(&rest.digests));
+                ended.digests.clone_from(&rest.digests);
+            }
+            Ran::Ended(Box::new(ended))
         };
         let own_profile = spec.system.is_some() || spec.tools.is_some();
         let mut args = job_profile(&plan.profile, spec).args();
         args.extend(plan.base_args.iter().cloned());
-        let mut quiet = StatusLine::disabled();
+        let mut quiet = ctx.console.no_status_line();
         let mut start_failures = 0;
         // A Pi that dies mid-job is restarted and the job retried once, on the same terms.
         for attempt in 0..2 {
@@ -301,125 +325,73 @@ impl Worker {
                 old.stop().await;
             }
             if self.session.is_none() {
-                match Session::start(&plan.pi_command, &args) {
+                match Session::start(&plan.pi_command, &args, ctx.groups) {
                     Ok(s) => self.session = Some(s),
-                    Err(e) => return Ran::Setup(e.to_string()),
+                    Err(e) => return Ran::Setup(Box::new(Ended::bare(JobEnd::NotStarted(e)))),
                 }
             }
             let Some(session) = self.session.as_mut() else {
-                return Ran::Setup("Pi did not start".to_string());
+                continue;
             };
-            let report = session
-                .run_job(&job, health, interrupt, deadline, &mut quiet)
+            let ended = session
+                .run(&request, ctx.health, stops, ctx.console, &mut quiet)
                 .await;
-            if report.setup {
-                return Ran::Setup(report.error.unwrap_or_else(|| "setup failed".to_string()));
+            if matches!(ended.end, JobEnd::Setup(_)) {
+                return Ran::Setup(Box::new(ended));
             }
-            if report.pi_lost
+            let lost = match &ended.end {
+                JobEnd::PiLost(loss) => Some(loss.answered),
+                // Pi cannot be reused after a stop or a protocol failure either.
+                JobEnd::Stopped(_) | JobEnd::Fatal(_) => Some(true),
+                _ => None,
+            };
+            if lost.is_some()
                 && let Some(old) = self.session.take()
             {
                 old.stop().await;
             }
-            let retry = report.pi_lost
-                && report.exit == Exit::Error
-                && interrupt.borrow().is_none()
+            let pi_lost = matches!(ended.end, JobEnd::PiLost(_));
+            let started = lost.unwrap_or(true);
+            // A Pi that died or misbehaved gets one fresh start; a stop is not a failure.
+            let retry = lost.is_some()
+                && !matches!(ended.end, JobEnd::Stopped(_))
+                && stops.borrow().is_none()
                 && attempt == 0;
-            start_failures += u32::from(report.pi_start_failed);
+            start_failures += u32::from(pi_lost && !started);
             if start_failures == 2 {
                 // Pi died before answering anything, twice in a row: it cannot start here (too
                 // old a Node, a broken install). With the batch's own flags no job can fare
                 // better; with this job's own system prompt or tools, only this job fails.
                 if !own_profile {
-                    return Ran::Setup(
-                        report
-                            .error
-                            .unwrap_or_else(|| "Pi died at start".to_string()),
-                    );
+                    return Ran::Setup(Box::new(ended));
                 }
-                return finish(report);
+                return finish(ended);
             }
             if !retry {
-                return finish(report);
+                return finish(ended);
             }
-            if !report.pi_start_failed || plan.verbose > 0 {
-                output::progress_line(&format!(
+            if started || plan.verbose > 0 {
+                ctx.console.progress_line(&format!(
                     "{}Pi was lost; restarting it and retrying the job",
-                    job.label
+                    request.label
                 ));
             }
         }
-        Ran::Report(Box::new(Report::failed(
-            Exit::Error,
-            "Pi was lost twice".to_string(),
-        )))
+        Ran::Ended(Box::new(Ended::bare(JobEnd::Fatal(
+            crate::failover::Fatal::NoModel,
+        ))))
     }
 }
 
 /// What running a job came to, before it is a line.
 enum Ran {
-    Report(Box<Report>),
-    Setup(String),
-}
-
-fn is_interrupt(exit: Exit) -> bool {
-    matches!(exit, Exit::Interrupted | Exit::Terminated)
-}
-
-/// Reads the job's attachments on the blocking pool: decoding and downscaling a photo takes a
-/// few hundred ms, during which the other workers' Pi streams must still be served.
-async fn prepare(
-    spec: &JobSpec,
-    plan: &Plan,
-    deadline: std::time::Instant,
-) -> Result<attach::Prepared, Report> {
-    let (files, prompt) = (spec.files.clone(), spec.prompt.clone());
-    let reading = tokio::task::spawn_blocking(move || {
-        let prepared = attach::prepare(&files, &prompt, attach::Stdin::Refused);
-        // A problem in a file's content fails the job for as long as the content stays: its
-        // content hash lets `--resume` tell when it changed.
-        let content = match &prepared {
-            Err(e) if e.in_content => attach::digest::content_hash_of(&files),
-            _ => None,
-        };
-        (prepared, content)
-    });
-    match tokio::time::timeout_at(deadline.into(), reading).await {
-        Ok(Ok((Ok(p), _))) => match p.nothing_to_send(spec.files.len()) {
-            Some(why) => {
-                let mut r = Report::failed(Exit::Error, why);
-                r.permanent = true;
-                r.content_hash = Some(attach::digest::content_hash(&p.digests));
-                r.digests = p.digests;
-                Err(r)
-            }
-            None => Ok(p),
-        },
-        Ok(Ok((Err(e), content))) => {
-            let mut r = Report::failed(Exit::Error, e.to_string());
-            r.permanent = e.in_content;
-            r.content_hash = content;
-            Err(r)
-        }
-        Ok(Err(e)) => Err(Report::failed(
-            Exit::Error,
-            format!("reading the attachments failed: {e}"),
-        )),
-        Err(_) => Err(Report::failed(
-            Exit::Timeout,
-            format!(
-                "timed out after {} ms while reading the attachments (--timeout-ms)",
-                plan.timeout.as_millis()
-            ),
-        )),
-    }
+    Ended(Box<Ended>),
+    Setup(Box<Ended>),
 }
 
 /// The result of a line that is not a job.
 fn invalid_line(index: usize, number: u64, invalid: &Invalid, line_hash: u64) -> Done {
-    let message = invalid.message(number);
-    let mut report = Report::failed(Exit::Error, message);
-    // The line itself is wrong: it fails the same way until it is changed.
-    report.permanent = true;
+    let ended = Ended::bare(JobEnd::InvalidLine(invalid.message(number)));
     let who = match &invalid.id {
         Some(id) => format!("{} (input line {number})", id.label()),
         None => format!("input line {number}"),
@@ -431,7 +403,7 @@ fn invalid_line(index: usize, number: u64, invalid: &Invalid, line_hash: u64) ->
             invalid.id.as_ref().map(|i| i.value()),
             number,
             Input::Invalid { line_hash },
-            &report,
+            &ended,
         ),
         note: format!("{who}: exit 2: {}", invalid.reason),
         model: None,
@@ -505,14 +477,14 @@ mod tests {
 
     #[test]
     fn result_lines_carry_id_line_and_input_hash() {
-        let report = Report::failed(Exit::Error, "input line 3: \"prompt\" is missing".into());
-        let mut report = report;
-        report.permanent = true;
+        let mut ended = Ended::bare(JobEnd::InvalidLine(
+            "input line 3: \"prompt\" is missing".into(),
+        ));
         let line = result_line(
             Some(&json!("a")),
             3,
             Input::Invalid { line_hash: 0xee },
-            &report,
+            &ended,
         );
         assert!(line.ends_with('\n'));
         let v: Value = serde_json::from_str(&line).unwrap();
@@ -522,9 +494,9 @@ mod tests {
         assert_eq!(v["ok"], false);
         assert_eq!(v["line_hash"], "00000000000000ee");
         assert_eq!(v["permanent"], true);
-        report.digests = vec![[0u8; 32]];
-        report.content_hash = Some(0x12);
-        report.permanent = false;
+        ended.end = JobEnd::EmptyAnswer;
+        ended.digests = vec![[0u8; 32]];
+        ended.content_hash = Some(0x12);
         let files = ["a.md".to_string()];
         let line = result_line(
             Some(&json!(7)),
@@ -533,7 +505,7 @@ mod tests {
                 input_hash: 0xab,
                 files: &files,
             },
-            &report,
+            &ended,
         );
         let v: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["input_hash"], "00000000000000ab");

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::candidates::{self, Filter, family};
 use super::classify::{Classification, FailureClass, Scope};
+use super::ending::{Exhaustion, Fatal};
 use super::machine::WAIT_POLL;
 
 const WAIT_POLL_MS: u64 = WAIT_POLL.as_millis() as u64;
@@ -28,7 +29,7 @@ impl Machine {
         let class = verdict.class;
         self.record_failure(now, current, verdict.clone(), error);
         if class == FailureClass::UserAbort {
-            return Plan::Exhaust("interrupted".to_string());
+            return Plan::Exhaust(Exhaustion::Interrupted);
         }
         if self.round_expired(now) {
             return Plan::Exhaust(self.round_expired_reason());
@@ -42,7 +43,7 @@ impl Machine {
         }
         match self.best_candidate(now, current) {
             Some(next) => Plan::Switch(next, SwitchReason::Failure(class)),
-            None => Plan::Exhaust(NO_CANDIDATE.to_string()),
+            None => Plan::Exhaust(Exhaustion::NoCandidate),
         }
     }
 
@@ -79,7 +80,7 @@ impl Machine {
             Plan::Switch(model, reason) => self.go_to(now, model, mode, reason),
             Plan::Exhaust(_) if self.attempt.empty_answer => self.finish(Outcome::EmptyAnswer),
             Plan::Exhaust(reason) => {
-                if reason == NO_CANDIDATE && self.try_wait(now, mode) {
+                if reason == Exhaustion::NoCandidate && self.try_wait(now, mode) {
                     return;
                 }
                 self.exhaust(now, reason);
@@ -93,11 +94,10 @@ impl Machine {
             .is_some_and(|t| now.instant.saturating_duration_since(t) >= self.cfg.round_limit)
     }
 
-    pub(super) fn round_expired_reason(&self) -> String {
-        format!(
-            "the failover round window of {} ms ran out",
-            self.cfg.round_limit.as_millis()
-        )
+    pub(super) fn round_expired_reason(&self) -> Exhaustion {
+        Exhaustion::RoundWindow {
+            limit_ms: u64::try_from(self.cfg.round_limit.as_millis()).unwrap_or(u64::MAX),
+        }
     }
 
     pub(super) fn record_failure(
@@ -260,7 +260,7 @@ impl Machine {
 
     pub(super) fn choose_and_switch(&mut self, now: Now, mode: Redispatch, reason: SwitchReason) {
         let Some(current) = self.dispatch.current.clone() else {
-            return self.finish(Outcome::Fatal("no current model".to_string()));
+            return self.finish(Outcome::Fatal(Fatal::NoModel));
         };
         match self.best_candidate(now, &current) {
             Some(next) => self.go_to(now, next, mode, reason),
@@ -273,11 +273,11 @@ impl Machine {
                     && self.tally.attempts.is_empty()
                     && self.static_candidates().is_empty()
                 {
-                    NO_IMAGE_MODEL
+                    Exhaustion::NoImageModel
                 } else {
-                    NO_CANDIDATE
+                    Exhaustion::NoCandidate
                 };
-                self.exhaust(now, reason.to_string());
+                self.exhaust(now, reason);
             }
         }
     }
@@ -367,7 +367,7 @@ impl Machine {
         };
         self.round = super::machine::Round::default();
         let Some(current) = self.dispatch.current.clone() else {
-            return self.finish(Outcome::Fatal("no current model".to_string()));
+            return self.finish(Outcome::Fatal(Fatal::NoModel));
         };
         let current_ok = self
             .static_candidates()
@@ -394,17 +394,17 @@ impl Machine {
             }
             None => {
                 if !self.try_wait(now, mode) {
-                    self.exhaust(now, NO_CANDIDATE.to_string());
+                    self.exhaust(now, Exhaustion::NoCandidate);
                 }
             }
         }
     }
 
     /// Ends the run with exit 1, saying whether and when trying again could help.
-    pub(super) fn exhaust(&mut self, now: Now, reason: String) {
+    pub(super) fn exhaust(&mut self, now: Now, reason: Exhaustion) {
         let retry = self.retry_hint(now, &reason);
         let last_error = self.tally.last_error.clone();
-        let too_large = (reason == NO_CANDIDATE || reason == NO_IMAGE_MODEL)
+        let too_large = matches!(reason, Exhaustion::NoCandidate | Exhaustion::NoImageModel)
             && self.too_large_for_every_model();
         self.finish(Outcome::Exhausted {
             reason,
@@ -428,8 +428,8 @@ impl Machine {
             })
     }
 
-    fn retry_hint(&self, now: Now, reason: &str) -> RetryHint {
-        if reason != NO_CANDIDATE && reason != NO_IMAGE_MODEL {
+    fn retry_hint(&self, now: Now, reason: &Exhaustion) -> RetryHint {
+        if !matches!(reason, Exhaustion::NoCandidate | Exhaustion::NoImageModel) {
             // The round window ran out while providers kept failing: an outage, by definition
             // temporary.
             return RetryHint {
@@ -519,11 +519,6 @@ impl Machine {
         }
     }
 }
-
-/// The exhaustion reason that waiting may cure.
-pub(super) const NO_CANDIDATE: &str = "no healthy candidate left";
-/// Nothing can take the request's images.
-const NO_IMAGE_MODEL: &str = "no healthy image-capable model available for a request with images";
 
 /// The causes with what to do about them.
 fn advice(causes: &[String]) -> String {

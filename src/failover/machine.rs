@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::classify::{Classification, FailureClass, Observation, classify};
+use super::ending::Fatal;
 pub use super::state::{Action, Attempt, Config, Note, Options, Outcome};
 pub(super) use super::state::{
     AttemptState, DispatchState, Phase, PiView, Plan, Redispatch, Request, Round, SharedView,
@@ -351,18 +352,17 @@ impl Machine {
             .response_deadline
             .is_some_and(|t| now.instant >= t)
         {
-            self.finish(Outcome::Fatal(format!(
-                "Pi did not answer a command within {} s (is it wedged?)",
-                RESPONSE_TIMEOUT.as_secs()
-            )));
+            self.finish(Outcome::Fatal(Fatal::Unresponsive {
+                secs: RESPONSE_TIMEOUT.as_secs(),
+            }));
             return;
         }
         if let Some(since) = self.aborting
             && now.instant >= since + ABORT_GRACE
         {
-            self.finish(Outcome::Fatal(
-                "Pi did not stop within 10 s after abort".to_string(),
-            ));
+            self.finish(Outcome::Fatal(Fatal::AbortIgnored {
+                secs: ABORT_GRACE.as_secs(),
+            }));
             return;
         }
         if let Phase::Waiting {
@@ -465,10 +465,7 @@ impl Machine {
         }
         let Some(tag) = tag else {
             if r.command == "parse" && !r.success {
-                self.finish(Outcome::Fatal(format!(
-                    "Pi could not parse a command: {}",
-                    r.error.unwrap_or_default()
-                )));
+                self.finish(Outcome::Fatal(Fatal::Unparsed(r.error.unwrap_or_default())));
             }
             return;
         };
@@ -499,9 +496,8 @@ impl Machine {
             }
             Tag::Models => {
                 if !r.success {
-                    return self.finish(Outcome::Fatal(format!(
-                        "get_available_models failed: {}",
-                        r.error.unwrap_or_default()
+                    return self.finish(Outcome::Fatal(Fatal::ModelsFailed(
+                        r.error.unwrap_or_default(),
                     )));
                 }
                 let mut seen = BTreeSet::new();
@@ -523,10 +519,7 @@ impl Machine {
                     .and_then(Value::as_str)
                     == Some("handled")
                 {
-                    return self.finish(Outcome::Fatal(
-                        "Pi handed the prompt to an extension; there is no answer to print"
-                            .to_string(),
-                    ));
+                    return self.finish(Outcome::Fatal(Fatal::HandledByExtension));
                 }
                 self.phase = Phase::Running;
                 self.attempt.started = Some(now.instant);
@@ -586,26 +579,22 @@ impl Machine {
                         });
                         self.run_queue();
                     }
-                    _ => self.finish(Outcome::Fatal(
-                        "Pi returned no user message to fork from".to_string(),
-                    )),
+                    _ => self.finish(Outcome::Fatal(Fatal::NoForkMessage)),
                 }
             }
             Tag::Fork => {
                 if r.success && !r.cancelled() {
                     self.run_queue();
                 } else {
-                    self.finish(Outcome::Fatal(format!(
-                        "Pi could not fork the session: {}",
-                        r.error.unwrap_or_else(|| "cancelled".to_string())
+                    self.finish(Outcome::Fatal(Fatal::ForkFailed(
+                        r.error.unwrap_or_else(|| "cancelled".to_string()),
                     )));
                 }
             }
             Tag::NewSession => {
                 if !r.success || r.cancelled() {
-                    return self.finish(Outcome::Fatal(format!(
-                        "Pi could not start a fresh session: {}",
-                        r.error.unwrap_or_else(|| "cancelled".to_string())
+                    return self.finish(Outcome::Fatal(Fatal::NewSessionFailed(
+                        r.error.unwrap_or_else(|| "cancelled".to_string()),
                     )));
                 }
                 self.send(Command::GetState, Tag::GetState);
@@ -619,8 +608,8 @@ impl Machine {
 
     /// Pi refused the prompt before sending anything. A missing or bad key for the current
     /// model is an auth failure worth failing over; anything else is a setup problem.
-    fn on_prompt_rejected(&mut self, now: Now, error: &str) {
-        let error = format!("Pi rejected the prompt: {error}");
+    fn on_prompt_rejected(&mut self, now: Now, refusal: &str) {
+        let error = Fatal::PromptRejected(refusal.to_string()).to_string();
         let verdict = classify(&Observation {
             error_message: &error,
             stop_reason: "error",
@@ -634,7 +623,7 @@ impl Machine {
                 let mode = self.redispatch_mode(false);
                 self.execute_with(now, plan, mode);
             }
-            _ => self.finish(Outcome::Fatal(error)),
+            _ => self.finish(Outcome::Fatal(Fatal::PromptRejected(refusal.to_string()))),
         }
     }
 
@@ -723,7 +712,7 @@ impl Machine {
             return;
         }
         let Some(current) = self.dispatch.current.clone() else {
-            return self.finish(Outcome::Fatal("Pi settled without a model".to_string()));
+            return self.finish(Outcome::Fatal(Fatal::NoModel));
         };
         let message = self.attempt.last_assistant.clone().unwrap_or_default();
         let stop = message.stop_reason.clone().unwrap_or_default();

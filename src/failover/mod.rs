@@ -4,6 +4,7 @@
 pub mod candidates;
 pub mod classify;
 mod dispatch;
+pub mod ending;
 pub mod explain;
 mod judge;
 pub mod machine;
@@ -12,4 +13,5 @@ mod start;
 mod state;
 pub mod stated;
 
+pub use ending::{Exhaustion, Fatal, SetupProblem};
 pub use machine::{Action, Attempt, Config, Machine, Note, Options, Outcome};

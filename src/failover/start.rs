@@ -12,68 +12,7 @@ use crate::clock::Now;
 use crate::failover::classify::FailureClass;
 use crate::health::Block;
 
-/// Pi can use no model at all.
-const NO_USABLE_MODEL: &str = "Pi has no usable model: no provider has credentials (check \
-models.json, auth.json and the API key variables, and that the agent dir is readable and \
-writable; --doctor checks them)";
-
-/// Why a run cannot start: what the user selected does not exist in Pi's registry (exit 2,
-/// before anything is sent).
-#[derive(Debug, Clone, PartialEq)]
-enum SetupProblem {
-    NoUsableModel,
-    NoCurrentModel,
-    /// `--models` selected nothing; `closest`: the available models nearest the patterns.
-    EmptyScope {
-        patterns: String,
-        closest: Vec<String>,
-    },
-    UnknownProvider {
-        given: String,
-        closest: Vec<String>,
-    },
-    /// `--model` names no available model: Pi would send `sent_id` to `provider` anyway.
-    UnknownModel {
-        wanted: String,
-        sent_id: String,
-        provider: String,
-        closest: Vec<String>,
-    },
-}
-
-impl std::fmt::Display for SetupProblem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SetupProblem::NoUsableModel => f.write_str(NO_USABLE_MODEL),
-            SetupProblem::NoCurrentModel => {
-                f.write_str("Pi reported no current model (check models.json and credentials)")
-            }
-            SetupProblem::EmptyScope { patterns, closest } => write!(
-                f,
-                "--models '{patterns}' selects none of Pi's available models, so nothing would \
-                 be sent; available: {} (pi-ccswitch-run --status lists them all)",
-                listing(closest)
-            ),
-            SetupProblem::UnknownProvider { given, closest } => write!(
-                f,
-                "unknown provider '{given}': no available model has it; providers with \
-                 available models: {}",
-                listing(closest)
-            ),
-            SetupProblem::UnknownModel {
-                wanted,
-                sent_id,
-                provider,
-                closest,
-            } => write!(
-                f,
-                "unknown model '{wanted}': Pi would send '{sent_id}' to {provider} as a custom \
-                 model id; closest available: {}",
-                listing(closest)
-            ),
-        }
-    }
-}
+pub(super) use super::ending::SetupProblem;
 
 /// How many names a "did you mean" list shows.
 const SUGGESTIONS: usize = 5;
@@ -122,7 +61,7 @@ impl Machine {
             return;
         }
         if let Err(problem) = self.check_setup() {
-            return self.finish(Outcome::Setup(problem.to_string()));
+            return self.finish(Outcome::Setup(problem));
         }
         let current = self
             .dispatch
@@ -134,7 +73,7 @@ impl Machine {
                 self.dispatch.current.clone()
             });
         let Some(current) = current else {
-            return self.finish(Outcome::Setup(SetupProblem::NoCurrentModel.to_string()));
+            return self.finish(Outcome::Setup(SetupProblem::NoCurrentModel));
         };
         let current = self.scoped_start(current);
         // `--provider P` alone (Pi is not told: 1.6.0 refuses it without `--model`): start from
@@ -177,7 +116,7 @@ impl Machine {
         self.dispatch.start_key = Some(current.key());
         if current.provider == "unknown" && current.id == "unknown" {
             // Pi's placeholder for "no usable model at all": nothing can work.
-            return self.finish(Outcome::Setup(SetupProblem::NoUsableModel.to_string()));
+            return self.finish(Outcome::Setup(SetupProblem::NoUsableModel));
         }
         self.avoid_refused_family(now, &current);
         let why_not = self.why_not_start(now, &current);
@@ -424,18 +363,6 @@ fn then_the_rest<'a>(mut out: Vec<&'a str>, all: &[&'a str]) -> Vec<String> {
 }
 
 /// `a, b, c, … (12 more)`.
-fn listing(names: &[String]) -> String {
-    const SHOWN: usize = 12;
-    if names.is_empty() {
-        return "none".to_string();
-    }
-    let mut text = names[..names.len().min(SHOWN)].join(", ");
-    if names.len() > SHOWN {
-        text.push_str(&format!(", … ({} more)", names.len() - SHOWN));
-    }
-    text
-}
-
 fn did_you_mean(names: &[&str]) -> String {
     if names.is_empty() {
         String::new()

@@ -67,7 +67,7 @@ pub enum Outcome {
     },
     /// No healthy candidate left, or the round window ran out (exit 1).
     Exhausted {
-        reason: String,
+        reason: super::Exhaustion,
         last_error: Option<String>,
         retry: RetryHint,
         /// No model in scope has a context window large enough for the request: only a
@@ -79,10 +79,10 @@ pub enum Outcome {
     /// The run was aborted on request (deadline or signal); the driver maps the cause.
     Aborted,
     /// Pi misbehaved or refused the request (exit 2).
-    Fatal(String),
+    Fatal(super::Fatal),
     /// The configuration cannot work — a scope that selects nothing, an unknown provider or
     /// model, no usable model at all — found before any request (exit 2; stops a batch).
-    Setup(String),
+    Setup(super::SetupProblem),
     /// `--explain`: what the run would do.
     Explained(Box<Explanation>),
 }
@@ -268,7 +268,7 @@ pub(super) enum Watch {
 pub(super) enum Plan {
     Switch(ModelInfo, SwitchReason),
     RetrySame,
-    Exhaust(String),
+    Exhaust(super::Exhaustion),
 }
 
 /// What Pi reported when the run started.

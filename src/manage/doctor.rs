@@ -98,6 +98,7 @@ pub async fn run(
     dir: &Path,
     store: &mut dyn HealthStore,
     json: bool,
+    console: &crate::console::Console,
 ) -> Exit {
     let mut checks: Vec<Check> = Vec::new();
     let pi_path = agent::resolve_program(&settings.pi_command);
@@ -233,7 +234,7 @@ pub async fn run(
             })
             .collect()
     };
-    let exit = super::write_out(&text);
+    let exit = super::write_out(console, &text);
     if failed { Exit::Error } else { exit }
 }
 

@@ -12,6 +12,7 @@ pub use status::{ModelStatus, status_json, status_table, statuses};
 
 use crate::catalog::ModelInfo;
 use crate::clock;
+use crate::console::Console;
 use crate::exit::Exit;
 use crate::health::{Health, Keys, Record};
 use crate::output;
@@ -82,19 +83,21 @@ pub async fn run(
     mode: &crate::cli::Manage,
     settings: &Settings,
     inv: &crate::cli::Invocation,
+    console: &Console,
 ) -> Exit {
     let pi_args = &inv.pi_args();
     let json = inv.json;
     use crate::cli::{Manage as Mode, Target};
     let Some(dir) = settings.agent_dir.clone() else {
         return fail(
+            console,
             "cannot find Pi's agent directory: set PI_CODING_AGENT_DIR or HOME",
             json,
         );
     };
     let mut store = match crate::health::store::open(settings, LOCK_WAIT) {
         Ok(s) => s,
-        Err(e) => return fail(&e, json),
+        Err(e) => return fail(console, &e, json),
     };
     let now = clock::now().wall_ms;
     match mode {
@@ -102,7 +105,7 @@ pub async fn run(
             let models = match crate::registry::list_models(&settings.pi_command, pi_args).await {
                 Ok(m) => m,
                 Err(e) => {
-                    output::error_line(&format!(
+                    console.error_line(&format!(
                         "warning: cannot list Pi's models ({e}); showing recorded models only"
                     ));
                     Vec::new()
@@ -110,10 +113,12 @@ pub async fn run(
             };
             let loaded = match store.load(now) {
                 Ok(l) => l,
-                Err(e) => return fail(&format!("cannot read the health state: {e}"), json),
+                Err(e) => {
+                    return fail(console, &format!("cannot read the health state: {e}"), json);
+                }
             };
             for w in &loaded.warnings {
-                output::error_line(&format!("warning: {w}"));
+                console.error_line(&format!("warning: {w}"));
             }
             let rows = statuses(&models, &loaded.health, now);
             let text = if json {
@@ -121,7 +126,7 @@ pub async fn run(
             } else {
                 status_table(&rows, &loaded.health)
             };
-            write_out(&text)
+            write_out(console, &text)
         }
         Mode::Reactivate(target) => {
             let models = crate::registry::list_models(&settings.pi_command, pi_args)
@@ -131,6 +136,7 @@ pub async fn run(
             let key = target.to_string();
             let res = store.update(now, &mut |h| changed = reactivate(h, &key, &models, now));
             finish_update(
+                console,
                 res,
                 &format!("reactivated {target} ({changed} breakers closed)\n"),
                 json,
@@ -142,6 +148,7 @@ pub async fn run(
             match crate::registry::list_models(&settings.pi_command, pi_args).await {
                 Ok(models) if !models.iter().any(|m| &m.key() == target) => {
                     return fail(
+                        console,
                         &format!(
                             "--disable: {target} is not one of Pi's available models (see --status)"
                         ),
@@ -149,14 +156,14 @@ pub async fn run(
                     );
                 }
                 Ok(_) => {}
-                Err(e) => output::error_line(&format!(
+                Err(e) => console.error_line(&format!(
                     "warning: cannot list Pi's models ({e}); disabling {target} unchecked"
                 )),
             }
             let res = store.update(now, &mut |h| {
                 h.models.entry(target.clone()).or_default().disabled = true;
             });
-            finish_update(res, &format!("disabled {target}\n"), json)
+            finish_update(console, res, &format!("disabled {target}\n"), json)
         }
         Mode::Reset(target) => {
             let res = match target {
@@ -165,25 +172,35 @@ pub async fn run(
                     h.models.remove(m);
                 }),
             };
-            finish_update(res, &format!("reset {target}\n"), json)
+            finish_update(console, res, &format!("reset {target}\n"), json)
         }
         Mode::Doctor => {
-            doctor::run(settings, pi_args, &inv.profile, &dir, store.as_mut(), json).await
+            doctor::run(
+                settings,
+                pi_args,
+                &inv.profile,
+                &dir,
+                store.as_mut(),
+                json,
+                console,
+            )
+            .await
         }
     }
 }
 
-pub(super) fn write_out(text: &str) -> Exit {
+pub(super) fn write_out(console: &Console, text: &str) -> Exit {
     match output::stdout_text(text) {
         Ok(()) => Exit::Success,
         Err(e) => {
-            output::error_line(&format!("cannot write to stdout: {e}"));
+            console.error_line(&format!("cannot write to stdout: {e}"));
             Exit::Error
         }
     }
 }
 
 fn finish_update(
+    console: &Console,
     res: Result<crate::health::store::Loaded, crate::health::store::StoreError>,
     done: &str,
     json: bool,
@@ -191,24 +208,28 @@ fn finish_update(
     match res {
         Ok(loaded) => {
             for w in &loaded.warnings {
-                output::error_line(&format!("warning: {w}"));
+                console.error_line(&format!("warning: {w}"));
             }
             if json {
-                write_out(&format!(
-                    "{}\n",
-                    json!({"ok": true, "message": done.trim()})
-                ))
+                write_out(
+                    console,
+                    &format!("{}\n", json!({"ok": true, "message": done.trim()})),
+                )
             } else {
-                write_out(done)
+                write_out(console, done)
             }
         }
-        Err(e) => fail(&format!("cannot update the health state: {e}"), json),
+        Err(e) => fail(
+            console,
+            &format!("cannot update the health state: {e}"),
+            json,
+        ),
     }
 }
 
 /// A failed management command: the reason on stderr, and with `--json` also on stdout.
-fn fail(message: &str, json: bool) -> Exit {
-    output::error_line(message);
+fn fail(console: &Console, message: &str, json: bool) -> Exit {
+    console.error_line(message);
     if json {
         let _ = output::stdout_text(&format!("{}\n", json!({"ok": false, "error": message})));
     }

@@ -1,0 +1,137 @@
+//! How a job ended, typed all the way from the failover machine to the printer: an answer, an
+//! explanation, failover run out, a stop, or one of the ways a run cannot go on. Facts only —
+//! the sentences a user reads are `Display` of the reasons and `output`'s wording; which exit
+//! code an ending means is `output`'s too.
+
+use std::process::ExitStatus;
+
+use super::Unprepared;
+use crate::agent::SpawnError;
+use crate::catalog::ModelInfo;
+use crate::failover::explain::Explanation;
+use crate::failover::reopen::RetryHint;
+use crate::failover::{Attempt, Exhaustion, Fatal, SetupProblem};
+use crate::signals::Interrupt;
+
+/// How one job ended.
+#[derive(Debug)]
+pub enum JobEnd {
+    /// A model gave a complete answer.
+    Answered { text: String, model: ModelInfo },
+    /// `--explain`: what the run would do.
+    Explained(Box<Explanation>),
+    /// No candidate left, or the round window ran out.
+    Exhausted {
+        reason: Exhaustion,
+        last_error: Option<String>,
+        retry: RetryHint,
+        /// No model in scope can take the request (only a smaller one can change that).
+        too_large: bool,
+    },
+    /// The answer was empty and no other model was left to try.
+    EmptyAnswer,
+    /// The job was stopped before it ended by itself.
+    Stopped(Stop),
+    /// The configuration cannot work (found before any request): stops a batch.
+    Setup(SetupProblem),
+    /// Pi did something the run cannot go on from.
+    Fatal(Fatal),
+    /// Pi exited (or spoke garbage) during the job: the session cannot be reused.
+    PiLost(PiLoss),
+    /// Pi could not be started at all.
+    NotStarted(SpawnError),
+    /// The attachments could not be made into a message.
+    Unprepared(Unprepared),
+    /// A batch line that is not a job (the message names the input line).
+    InvalidLine(String),
+}
+
+/// Why a job was stopped from outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    Signal(Interrupt),
+    /// `--timeout-ms` passed.
+    Deadline,
+    /// The batch is stopping (a setup problem elsewhere): the job records nothing.
+    Halt,
+}
+
+/// What is known about a Pi that went away.
+#[derive(Debug)]
+pub struct PiLoss {
+    /// Its stdout carried a line that is not Pi's protocol (the reason), else it ended.
+    pub malformed: Option<String>,
+    pub status: Option<ExitStatus>,
+    /// Pi's own error line from its stderr (its start-up error), redacted later.
+    pub error_line: String,
+    /// The `node` on PATH, when Pi's stderr says it is too old for Pi.
+    pub old_node: Option<Option<String>>,
+    /// Pi answered at least one command before it went: it started.
+    pub answered: bool,
+    /// The tail of Pi's stderr (shown only as `error_line`, redacted).
+    pub stderr: String,
+}
+
+/// A job's ending and the facts around it: what every output of a job is made from.
+#[derive(Debug)]
+pub struct Ended {
+    pub end: JobEnd,
+    /// Every attempt, in order (the one that answered last, without a failure).
+    pub attempts: Vec<Attempt>,
+    pub switches: u32,
+    /// Models that failed this run, in the order they failed.
+    pub tried: Vec<String>,
+    pub elapsed_ms: u64,
+    /// SHA-256 of each attachment, in order, when they were read.
+    pub digests: Vec<[u8; 32]>,
+    /// The job's content hash (see `attach::digest`), when its attachments could be read.
+    pub content_hash: Option<u64>,
+}
+
+impl Ended {
+    /// An ending with nothing around it (before any attempt).
+    pub fn bare(end: JobEnd) -> Ended {
+        Ended {
+            end,
+            attempts: Vec::new(),
+            switches: 0,
+            tried: Vec::new(),
+            elapsed_ms: 0,
+            digests: Vec::new(),
+            content_hash: None,
+        }
+    }
+
+    /// The failure is in the input itself: it fails the same way until the input changes
+    /// (`--resume` does not run it again).
+    pub fn permanent(&self) -> bool {
+        match &self.end {
+            JobEnd::Exhausted { too_large, .. } => *too_large,
+            JobEnd::Unprepared(Unprepared::Attachment { error, .. }) => error.in_content,
+            JobEnd::Unprepared(Unprepared::AllEmpty(_)) | JobEnd::InvalidLine(_) => true,
+            _ => false,
+        }
+    }
+
+    /// Tokens and cost of the attempt that answered (zero without an answer).
+    pub fn answer_usage(&self) -> crate::rpc::Usage {
+        if !matches!(self.end, JobEnd::Answered { .. }) {
+            return crate::rpc::Usage::default();
+        }
+        self.attempts
+            .iter()
+            .rev()
+            .find(|a| a.failure.is_none())
+            .map(|a| a.usage)
+            .unwrap_or_default()
+    }
+
+    /// Tokens and cost of every attempt that did not answer.
+    pub fn failed_usage(&self) -> crate::rpc::Usage {
+        let mut total = crate::rpc::Usage::default();
+        for a in self.attempts.iter().filter(|a| a.failure.is_some()) {
+            total.add(&a.usage);
+        }
+        total
+    }
+}

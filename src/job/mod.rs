@@ -1,0 +1,208 @@
+//! One job — a single run's prompt or one line of a batch — from what the user asked to what
+//! it came to. Both modes build the same [`JobRequest`] here (the attachments read under the
+//! job's deadline, the thinking level, the failover settings) and get the same typed
+//! [`JobEnd`] back from `driver::Session::run`; `output` is the only code that turns an ending
+//! into text, JSON and an exit code.
+
+mod end;
+
+pub use end::{Ended, JobEnd, PiLoss, Stop};
+
+use std::time::{Duration, Instant};
+
+use crate::attach::{self, AttachError, Prepared, Stdin};
+use crate::cli::Invocation;
+use crate::complexity::{self, Complexity};
+use crate::failover;
+use crate::rpc::ImageContent;
+use crate::settings::Settings;
+
+/// Everything a run of one prompt needs, built once.
+#[derive(Debug, Clone)]
+pub struct JobRequest {
+    /// The prompt as Pi gets it: attached text blocks, then the prompt.
+    pub message: String,
+    pub images: Vec<ImageContent>,
+    pub config: failover::Config,
+    /// The level sent to Pi (`set_thinking_level`) before the first prompt and after every
+    /// switch, and where it came from.
+    pub thinking: Thinking,
+    /// Prefix for progress lines (`job 7: `) in batch mode.
+    pub label: String,
+    /// A batch job: per-job chatter stays quiet without `-v` (see `Note::shown_in_batch`).
+    pub in_batch: bool,
+    pub verbose: u8,
+    /// `--explain`: stop before the first request.
+    pub explain: bool,
+    /// When the job must be over (`--timeout-ms`, counted from when reading began).
+    pub deadline: Instant,
+}
+
+/// The thinking level of a job, and where it came from (for `--explain`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Thinking {
+    pub level: Option<String>,
+    pub source: ThinkingSource,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThinkingSource {
+    /// `--thinking`.
+    Flag,
+    /// `--task-complexity` (estimated on this job).
+    Complexity(Complexity),
+    /// Neither: the model's own default.
+    ModelDefault,
+}
+
+impl Thinking {
+    /// `--thinking`, else `--task-complexity` estimated on this prompt and its attachments, else
+    /// none (see `complexity::effective_thinking`).
+    pub fn of(
+        thinking: Option<&str>,
+        complexity: Option<Complexity>,
+        prompt: &str,
+        prepared: &Prepared,
+    ) -> Thinking {
+        let signals = complexity::Signals {
+            prompt,
+            input_chars: prepared.message.chars().count(),
+            files: prepared.text_files,
+            images: prepared.images.len(),
+        };
+        let level =
+            complexity::effective_thinking(thinking, complexity, &signals).map(str::to_string);
+        let source = match (thinking, complexity) {
+            (Some(_), _) => ThinkingSource::Flag,
+            (None, Some(c)) if level.is_some() => ThinkingSource::Complexity(c),
+            _ => ThinkingSource::ModelDefault,
+        };
+        Thinking { level, source }
+    }
+}
+
+/// What reading a job's attachments came to when it was not a message to send.
+#[derive(Debug)]
+pub enum Unprepared {
+    /// An attachment is unusable (with why). When the problem is in its content, the content
+    /// hash of the job's files, so `--resume` can tell when they change.
+    Attachment {
+        error: AttachError,
+        content_hash: Option<u64>,
+    },
+    /// Every attachment was empty: nothing to send (a batch job; a single run warns instead).
+    AllEmpty(Prepared),
+    /// The deadline (of `timeout_ms`) passed while reading.
+    Deadline { timeout_ms: u64 },
+    /// The reading thread went away (it does not panic, but).
+    Lost(String),
+}
+
+/// Reads the attachments (on the blocking pool: decoding and downscaling a photo takes a few
+/// hundred ms, during which other workers' Pi streams must still be served) within `deadline`.
+/// A batch job whose attachments are all empty is refused here; a single run warns.
+pub async fn prepare(
+    files: &[String],
+    prompt: &str,
+    stdin: Stdin,
+    deadline: Instant,
+    timeout_ms: u64,
+) -> Result<Prepared, Unprepared> {
+    let (owned, text) = (files.to_vec(), prompt.to_string());
+    let reading = tokio::task::spawn_blocking(move || {
+        let prepared = attach::prepare(&owned, &text, stdin);
+        let content = match &prepared {
+            Err(e) if e.in_content => attach::digest::content_hash_of(&owned),
+            _ => None,
+        };
+        (prepared, content)
+    });
+    match tokio::time::timeout_at(deadline.into(), reading).await {
+        Ok(Ok((Ok(p), _))) if p.nothing_to_send(files.len()).is_some() => {
+            Err(Unprepared::AllEmpty(p))
+        }
+        Ok(Ok((Ok(p), _))) => Ok(p),
+        Ok(Ok((Err(error), content_hash))) => Err(Unprepared::Attachment {
+            error,
+            content_hash,
+        }),
+        Ok(Err(e)) => Err(Unprepared::Lost(e.to_string())),
+        Err(_) => Err(Unprepared::Deadline { timeout_ms }),
+    }
+}
+
+/// The failover tunables of this invocation; `wait_default` is the mode's (batch: wait).
+pub fn failover_config(
+    settings: &Settings,
+    inv: &Invocation,
+    wait_default: bool,
+) -> failover::Config {
+    failover::Config {
+        first_response: settings.first_response,
+        stall: settings.stall,
+        round_limit: settings.round_limit,
+        cooldown_scale: settings.cooldown_scale,
+        models_scope: inv.models_scope.clone(),
+        saved_default: if inv.models_scope.is_some() && inv.model.is_none() {
+            settings
+                .agent_dir
+                .as_deref()
+                .and_then(crate::settings::pi_saved_default)
+        } else {
+            None
+        },
+        provider: inv.provider.clone(),
+        model: inv.model.clone(),
+        wait: inv.wait.unwrap_or(wait_default),
+    }
+}
+
+/// The request of a job whose attachments were read.
+pub struct Parts<'a> {
+    pub prepared: Prepared,
+    pub prompt: &'a str,
+    pub config: failover::Config,
+    pub thinking: Option<&'a str>,
+    pub complexity: Option<Complexity>,
+    pub label: String,
+    pub in_batch: bool,
+    pub verbose: u8,
+    pub explain: bool,
+    pub deadline: Instant,
+}
+
+impl JobRequest {
+    /// The request for `parts`, and what is left of the reading (digests, notes, empty files).
+    pub fn build(parts: Parts<'_>) -> (JobRequest, Prepared) {
+        let Parts {
+            mut prepared,
+            prompt,
+            config,
+            thinking,
+            complexity,
+            label,
+            in_batch,
+            verbose,
+            explain,
+            deadline,
+        } = parts;
+        let thinking = Thinking::of(thinking, complexity, prompt, &prepared);
+        let request = JobRequest {
+            message: std::mem::take(&mut prepared.message),
+            images: std::mem::take(&mut prepared.images),
+            config,
+            thinking,
+            label,
+            in_batch,
+            verbose,
+            explain,
+            deadline,
+        };
+        (request, prepared)
+    }
+}
+
+/// How long until `deadline` (zero once it passed).
+pub fn left(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(crate::clock::now().instant)
+}
