@@ -99,8 +99,8 @@ pub struct Envelope<'a> {
 // ----- what Pi writes -----------------------------------------------------------------------
 //
 // Said once, with serde's derive; `de` supplies the two things the derive does not: leniency
-// (`de::lenient`) and tags read in place (`de::ByTag`). The rules,
-// since Pi's events are not a versioned schema and a progress detail must never end a run:
+// (`de::lenient`) and tags read in place (`de::ByTag`). The rules, since Pi's events are not a
+// versioned schema and a progress detail must never end a run:
 // - a field of an unexpected type takes its default (an array or object in its place is
 //   skipped, not built); an unknown field is skipped, an unknown `type` is `Incoming::Unknown`;
 // - a field its line's type does not use is skipped unread, and so is the `content` of a
