@@ -20,8 +20,6 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use super::classify::{Classification, FailureClass, Observation, classify};
 use super::ending::Fatal;
 pub use super::state::{Action, Attempt, Config, Note, Options, Outcome};
@@ -33,7 +31,7 @@ use crate::catalog::ModelInfo;
 use crate::clock::Now;
 use crate::health::Health;
 use crate::rpc::pending::Pending;
-use crate::rpc::{Command, ImageContent, Incoming, Message, Response};
+use crate::rpc::{Command, Disposition, ImageContent, Incoming, Message, Response, State};
 
 /// Sent after a failure when tools already ran: the context keeps the finished tool work.
 pub const CONTINUATION_PROMPT: &str = "The previous model failed before finishing. Continue the \
@@ -472,22 +470,16 @@ impl Machine {
         match tag {
             Tag::GetState => {
                 self.pi.state_seen = true;
-                if let Some(model) = r
-                    .data
-                    .as_ref()
-                    .and_then(|d| d.get("model"))
-                    .and_then(|m| serde_json::from_value::<ModelInfo>(m.clone()).ok())
+                if let Some(State {
+                    model,
+                    thinking_level,
+                }) = r.state()
                 {
                     // With no level asked for, a reasoning start model shows the user's default
                     // level; it is set again after switches, since Pi keeps a level clamped to
                     // "off" by a non-reasoning model in between.
                     if self.opts.thinking.is_none() && model.reasoning {
-                        self.pi.thinking_default = r
-                            .data
-                            .as_ref()
-                            .and_then(|d| d.get("thinkingLevel"))
-                            .and_then(Value::as_str)
-                            .map(str::to_string);
+                        self.pi.thinking_default = thinking_level;
                     }
                     self.pi.pi_model = Some(model.clone());
                     self.dispatch.current = Some(model);
@@ -513,12 +505,7 @@ impl Machine {
                 if !r.success {
                     return self.on_prompt_rejected(now, &r.error.unwrap_or_default());
                 }
-                if r.data
-                    .as_ref()
-                    .and_then(|d| d.get("disposition"))
-                    .and_then(Value::as_str)
-                    == Some("handled")
-                {
+                if r.disposition() == Some(Disposition::Handled) {
                     return self.finish(Outcome::Fatal(Fatal::HandledByExtension));
                 }
                 self.phase = Phase::Running;
@@ -564,14 +551,7 @@ impl Machine {
                 }
             }
             Tag::ForkMessages => {
-                let last = r
-                    .data
-                    .as_ref()
-                    .and_then(|d| d.get("messages"))
-                    .and_then(|m| {
-                        serde_json::from_value::<Vec<crate::rpc::ForkMessage>>(m.clone()).ok()
-                    })
-                    .and_then(|v| v.into_iter().last());
+                let last = r.fork_messages().pop();
                 match last {
                     Some(entry) if r.success => {
                         self.wire.queue.push_front(Command::Fork {

@@ -234,11 +234,34 @@ fn fields_other_types_use_are_not_read() {
             method: "confirm".into()
         }
     );
+}
+
+/// Pi's `JSON.stringify` never repeats a key; a line that does is read in one pass, so the
+/// first tag chooses (the last is not known until the end of the object), and a field the
+/// runner reads, given twice, is an error (serde's derive rejects it).
+#[test]
+fn repeated_keys() {
     assert_eq!(
         one(r#"{"type":"agent_start","type":"agent_settled"}"#),
-        Incoming::AgentSettled {},
-        "the last key counts"
+        Incoming::AgentStart,
+        "the first `type` chooses"
     );
+    assert_eq!(
+        one(r#"{"type":"message_update","x":1,"x":[2],"type":"agent_end"}"#),
+        Incoming::MessageUpdate {},
+        "repeated keys the runner does not read are skipped like any other"
+    );
+    for read in [
+        r#"{"type":"message_end","message":{"role":"user","role":"assistant"}}"#,
+        r#"{"type":"agent_end","willRetry":true,"willRetry":false}"#,
+        r#"{"id":"1","type":"response","id":"2"}"#,
+        r#"{"type":"message_end","message":{"role":"assistant","model":"a","model":"b"}}"#,
+    ] {
+        assert!(
+            matches!(decode(read.as_bytes()), Some(Err(ReadError::Malformed(_)))),
+            "{read}"
+        );
+    }
 }
 
 /// Values serde_json cannot build are fine where they are skipped, and malformed where read.
@@ -267,6 +290,8 @@ fn unreadable_values_matter_only_where_they_are_read() {
 #[test]
 fn deep_nesting_neither_overflows_nor_hangs() {
     let deep = |open: &str, close: &str, n: usize| format!("{}{}", open.repeat(n), close.repeat(n));
+    // Objects nested `n` deep, around a 1 (without it, `{"a":}` is not JSON at all).
+    let objects = |n: usize| format!("{}1{}", r#"{"a":"#.repeat(n), "}".repeat(n));
     // Skipped: no depth limit applies, nothing is built.
     let skipped = format!(
         r#"{{"type":"message_update","x":{}}}"#,
@@ -278,10 +303,31 @@ fn deep_nesting_neither_overflows_nor_hangs() {
         deep("[", "]", 100_000)
     );
     assert!(matches!(one(&scalar), Incoming::AutoRetryStart { .. }));
+    // An object where a scalar or a message's usage goes: skipped the same.
+    for line in [
+        format!(
+            r#"{{"type":"auto_retry_start","errorMessage":{}}}"#,
+            objects(100_000)
+        ),
+        format!(
+            r#"{{"type":"message_end","message":{{"role":"assistant","usage":{{"cost":{}}}}}}}"#,
+            objects(100_000)
+        ),
+        format!(
+            r#"{{"type":"message_start","message":{{"role":"user","content":{}}}}}"#,
+            objects(100_000)
+        ),
+    ] {
+        assert!(
+            decode(line.as_bytes()).is_some_and(|r| r.is_ok()),
+            "{}",
+            &line[..80]
+        );
+    }
     // Built (an answer's content): serde_json's depth limit makes it malformed.
     let built = format!(
         r#"{{"type":"message_end","message":{{"role":"assistant","content":{}}}}}"#,
-        deep(r#"{"a":"#, "}", 100_000)
+        objects(100_000)
     );
     assert!(matches!(
         decode(built.as_bytes()),
@@ -924,6 +970,11 @@ fn expected_usage(message: &Value) -> Option<Usage> {
 fn agrees_with_the_old_decoder(line: &[u8]) -> Result<(), TestCaseError> {
     let new = decode(line).map(|r| r.ok());
     let old = old::decode(line);
+    if repeats_a_key(line) {
+        // The old decoder kept the last of a repeated key; one pass cannot know it is the
+        // last (see `repeated_keys`). Pi never repeats a key; a mangled line can.
+        return Ok(());
+    }
     prop_assert_eq!(new.is_none(), old.is_none(), "blank or not");
     let (Some(new), Some(Some(mut old))) = (new, old) else {
         return Ok(());
@@ -953,6 +1004,62 @@ fn agrees_with_the_old_decoder(line: &[u8]) -> Result<(), TestCaseError> {
     }
     prop_assert_eq!(new, old);
     Ok(())
+}
+
+/// Whether an object anywhere in `line` (valid JSON) has a key twice.
+fn repeats_a_key(line: &[u8]) -> bool {
+    use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+    struct Walk;
+    impl<'de> DeserializeSeed<'de> for Walk {
+        type Value = bool;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Walk {
+        type Value = bool;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_unit<E>(self) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+            let mut repeats = false;
+            while let Some(inner) = seq.next_element_seed(Walk)? {
+                repeats |= inner;
+            }
+            Ok(repeats)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+            let mut keys = std::collections::HashSet::new();
+            let mut repeats = false;
+            while let Some(key) = map.next_key::<String>()? {
+                repeats |= !keys.insert(key);
+                repeats |= map.next_value_seed(Walk)?;
+            }
+            Ok(repeats)
+        }
+    }
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    Walk.deserialize(&mut serde_json::Deserializer::from_slice(line))
+        .unwrap_or(false)
 }
 
 /// Lines of a stream: events, garbage, blank lines, CRs, and lines over `limit`.
