@@ -7,6 +7,7 @@ use crate::attach::Prepared;
 use crate::cli::{Invocation, Mode};
 use crate::driver::{self, Job, Session};
 use crate::exit::Exit;
+use crate::failover::explain::Explanation;
 use crate::health::service::HealthHandle;
 use crate::output;
 use crate::output::StatusLine;
@@ -60,7 +61,7 @@ pub async fn run(
         Err(e) => {
             let mut r = Report::failed(Exit::Error, e.to_string());
             r.pi_start_failed = true;
-            return deliver(inv, &r, &thinking_source, attachments);
+            return deliver(inv, settings, &r, &thinking_source, attachments);
         }
     };
     let mut status = StatusLine::for_stderr();
@@ -73,7 +74,7 @@ pub async fn run(
     };
     // The answer first: stopping Pi and writing shared health afterwards must never delay it.
     report.elapsed_ms = driver::ms_since(started);
-    let exit = deliver(inv, &report, &thinking_source, attachments);
+    let exit = deliver(inv, settings, &report, &thinking_source, attachments);
     if let Some(s) = session {
         s.stop().await;
     }
@@ -91,6 +92,7 @@ const FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_millis(1000);
 /// error and the retry hint on stderr) and returns its exit code.
 fn deliver(
     inv: &Invocation,
+    settings: &Settings,
     report: &Report,
     thinking_source: &str,
     attachments: (usize, usize),
@@ -102,11 +104,29 @@ fn deliver(
         output::error_line(&format!("retry: {}", hint.reason));
     }
     let written = match &report.explanation {
-        Some(e) if inv.json => output::stdout_text(&format!(
-            "{}\n",
-            output::explanation_json(e, thinking_source, attachments)
-        )),
-        Some(e) => output::stdout_text(&output::explanation_text(e, thinking_source, attachments)),
+        Some(e) if inv.json => {
+            let mut v = output::explanation_json(e, thinking_source, attachments);
+            if let Some(obj) = v.as_object_mut() {
+                let warnings: Vec<serde_json::Value> = explain_findings(inv, settings, e)
+                    .iter()
+                    .map(|f| serde_json::json!({"code": f.code(), "message": f.to_string()}))
+                    .collect();
+                obj.insert("warnings".to_string(), warnings.into());
+            }
+            output::stdout_text(&format!("{v}\n"))
+        }
+        Some(e) => {
+            // Warnings first: what they say changes how the rest should be read.
+            let mut text: String = explain_findings(inv, settings, e)
+                .iter()
+                .map(|f| format!("warning: {f}\n"))
+                .collect();
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&output::explanation_text(e, thinking_source, attachments));
+            output::stdout_text(&text)
+        }
         None if inv.json => output::stdout_text(&format!("{}\n", output::result_json(report))),
         None => match &report.answer {
             Some(answer) => output::answer(answer),
@@ -118,4 +138,29 @@ fn deliver(
         return Exit::Error;
     }
     report.exit
+}
+
+/// What `--explain` warns about first: a start model or candidates from Pi's built-in
+/// catalogue rather than the user's `models.json`, and a start model no `--model` or saved
+/// default chose (see `catalog::origin`).
+fn explain_findings(
+    inv: &Invocation,
+    settings: &Settings,
+    e: &Explanation,
+) -> Vec<crate::catalog::origin::Finding> {
+    let Some(dir) = settings.agent_dir.as_deref() else {
+        return Vec::new();
+    };
+    let config = crate::settings::pi_config(dir);
+    let saved_default = crate::settings::pi_saved_default(dir);
+    let candidates: Vec<String> = e.candidates.iter().map(|c| c.model.clone()).collect();
+    let choice = crate::catalog::origin::Choice {
+        start: &e.start_model,
+        candidates: &candidates,
+        model_flag: inv.model.is_some(),
+        saved_default: saved_default.as_deref(),
+        scoped: inv.models_scope.is_some(),
+        provider_flag: inv.provider.as_deref(),
+    };
+    crate::catalog::origin::findings(&choice, &config, &|name: &str| crate::settings::var(name))
 }
