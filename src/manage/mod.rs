@@ -167,9 +167,7 @@ pub async fn run(
             };
             finish_update(res, &format!("reset {target}\n"), json)
         }
-        Mode::Doctor => {
-            doctor::run(settings, pi_args, &inv.profile, &dir, store.as_mut(), json).await
-        }
+        Mode::Doctor => doctor::run(settings, inv, &dir, store.as_mut()).await,
     }
 }
 
