@@ -496,4 +496,115 @@ mod tests {
             ["read"]
         );
     }
+
+    fn inv(flags: &[&str]) -> Invocation {
+        let args = std::iter::once("pi-ccswitch-run")
+            .chain(std::iter::once("--doctor"))
+            .chain(flags.iter().copied());
+        match crate::cli::parse(args) {
+            Ok(crate::cli::Parsed::Run(inv)) => *inv,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn model(provider: &str, id: &str) -> ModelInfo {
+        ModelInfo {
+            provider: provider.into(),
+            id: id.into(),
+            name: None,
+            base_url: None,
+            reasoning: false,
+            input: None,
+            context_window: None,
+        }
+    }
+
+    #[test]
+    fn the_start_is_found_as_a_run_finds_it() {
+        let models = [
+            model("deepseek", "deepseek-v4-pro"),
+            model("zhipu", "glm-4.6"),
+            model("dashscope", "qwen3-max"),
+        ];
+        let pi = Some(&models[0]);
+        let start = |flags: &[&str], saved: Option<&str>| {
+            start_and_pool(&inv(flags), saved, &models, pi)
+                .map(|(s, pool)| (s, pool.iter().map(ModelInfo::key).collect::<Vec<_>>().len()))
+        };
+        // No flags: where Pi starts; every model is a candidate.
+        assert_eq!(
+            start(&[], None),
+            Ok((Some("deepseek/deepseek-v4-pro".into()), 3))
+        );
+        // --models: the saved default in scope, else the first scoped model.
+        let scoped = ["--models", "dashscope/*,zhipu/*"];
+        assert_eq!(
+            start(&scoped, None),
+            Ok((Some("dashscope/qwen3-max".into()), 2))
+        );
+        assert_eq!(
+            start(&scoped, Some("zhipu/glm-4.6")),
+            Ok((Some("zhipu/glm-4.6".into()), 2))
+        );
+        assert_eq!(
+            start(&scoped, Some("deepseek/deepseek-v4-pro")),
+            Ok((Some("dashscope/qwen3-max".into()), 2))
+        );
+        // --provider alone: that provider's model.
+        assert_eq!(
+            start(&["--provider", "zhipu"], None),
+            Ok((Some("zhipu/glm-4.6".into()), 3))
+        );
+        // --model: Pi resolved it; one Pi has no available model for stops the run.
+        assert_eq!(
+            start(&["--model", "deepseek-v4-pro"], None),
+            Ok((Some("deepseek/deepseek-v4-pro".into()), 3))
+        );
+        let unknown = start_and_pool(&inv(&["--model", "glm-9"]), None, &models, None);
+        assert!(
+            unknown
+                .as_ref()
+                .is_err_and(|e| e.contains("--model glm-9 names none")),
+            "{unknown:?}"
+        );
+    }
+
+    #[test]
+    fn key_lines_fail_per_unset_variable_and_never_show_values() {
+        let config = origin::PiConfig::from_texts(
+            Some(
+                r#"{"providers": {
+                    "zhipu": {"apiKey": "$ZHIPU_API_KEY", "models": [{"id": "glm-4.6"}]},
+                    "dashscope": {"apiKey": "$DASHSCOPE_API_KEY", "models": [{"id": "qwen3-max"}]}
+                }}"#,
+            ),
+            None,
+        );
+        let env = |name: &str| (name == "DASHSCOPE_API_KEY").then(|| "sk-secret-value".to_string());
+        let lines = key_lines(&config, &env);
+        assert_eq!(
+            lines,
+            [Line::new(
+                Level::Fail,
+                "key",
+                "provider zhipu: apiKey refers to $ZHIPU_API_KEY, which is not set here (cron \
+                 starts with an almost empty environment: source an env file)"
+            )]
+        );
+        let all = |_: &str| Some("v".to_string());
+        assert_eq!(
+            key_lines(&config, &all),
+            [Line::new(
+                Level::Ok,
+                "keys",
+                "all 2 variables models.json refers to are set"
+            )]
+        );
+        let broken = origin::PiConfig::from_texts(Some("{"), None);
+        assert_eq!(key_lines(&broken, &all)[0].level, Level::Warn);
+        assert_eq!(
+            key_lines(&origin::PiConfig::default(), &all)[0].detail,
+            "models.json refers to no environment variables"
+        );
+    }
 }
