@@ -528,8 +528,7 @@ mod tests {
         ];
         let pi = Some(&models[0]);
         let start = |flags: &[&str], saved: Option<&str>| {
-            start_and_pool(&inv(flags), saved, &models, pi)
-                .map(|(s, pool)| (s, pool.iter().map(ModelInfo::key).collect::<Vec<_>>().len()))
+            start_and_pool(&inv(flags), saved, &models, pi).map(|(s, pool)| (s, pool.len()))
         };
         // No flags: where Pi starts; every model is a candidate.
         assert_eq!(
