@@ -10,6 +10,7 @@
 //! routed to the fake server (a `baseUrl` override in `models.json`), so nothing leaves
 //! loopback.
 
+use crate::support::batch::{README_KEYS, readme_providers, write_readme_models_json};
 use crate::support::*;
 
 both_versions!(
@@ -174,34 +175,16 @@ fn a_backtracking_glob_in_the_scope_costs_nothing(v: &str) {
     assert_eq!(routes(&env), ["d"], "{}", out.dump());
 }
 
-/// The setup of README's "Set up providers" on the fake server: `zhipu`, `dashscope` and
-/// `deepseek-cn` with their keys in `$ZHIPU_API_KEY`, `$DASHSCOPE_API_KEY` and
-/// `$DEEPSEEK_API_KEY`, all three exported, and Pi's own `deepseek` provider routed to the
-/// fake server's route `builtin`.
+/// README's setup ([`readme_providers`]), all three keys exported.
 fn readme_env(v: &str) -> TestEnv {
-    let providers = vec![
-        ProviderSpec::new(
-            "zhipu",
-            "z",
-            vec![ModelSpec::text("glm-4.6"), ModelSpec::text("glm-4.5-air")],
-        )
-        .api_key_env("ZHIPU_API_KEY"),
-        ProviderSpec::new("dashscope", "q", vec![ModelSpec::text("qwen3-max")])
-            .api_key_env("DASHSCOPE_API_KEY"),
-        ProviderSpec::new("deepseek-cn", "d", vec![ModelSpec::text("deepseek-chat")])
-            .api_key_env("DEEPSEEK_API_KEY"),
-    ];
-    let mut env = TestEnv::new(v, &providers);
-    let mut doc = models_json(&env.llm, &providers);
-    doc["providers"]["deepseek"] = serde_json::json!({"baseUrl": env.llm.base_url("builtin")});
-    std::fs::write(
-        env.agent_dir.join("models.json"),
-        serde_json::to_string_pretty(&doc).unwrap(),
-    )
-    .unwrap();
-    env.env("ZHIPU_API_KEY", "zhipu-test-key")
-        .env("DASHSCOPE_API_KEY", "dashscope-test-key")
-        .env("DEEPSEEK_API_KEY", "deepseek-test-key");
+    let mut env = TestEnv::new(v, &readme_providers());
+    write_readme_models_json(&env.agent_dir, &env.llm);
+    for (k, val) in README_KEYS {
+        env.env(k, val);
+    }
+    // A built-in provider with a key makes Pi 1.6.0 fetch that provider's catalogue from
+    // pi.dev at start-up; nothing may leave loopback.
+    env.env("PI_OFFLINE", "1");
     env
 }
 

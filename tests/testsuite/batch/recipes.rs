@@ -222,10 +222,14 @@ fn write_env_file(path: &Path, vars: &[(&str, String)], mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
+/// The env file's keys. Plus `PI_OFFLINE=1`, which is the test's, not README's: with a key for
+/// its built-in `deepseek` provider Pi 1.6.0 fetches that provider's catalogue from pi.dev at
+/// start-up, and nothing may leave loopback.
 fn readme_keys() -> Vec<(&'static str, String)> {
     README_KEYS
         .iter()
         .map(|(k, v)| (*k, v.to_string()))
+        .chain(std::iter::once(("PI_OFFLINE", "1".to_string())))
         .collect()
 }
 
