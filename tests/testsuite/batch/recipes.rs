@@ -94,6 +94,26 @@ fn work_dir(env: &TestEnv, n: usize) -> (PathBuf, Vec<String>) {
     (dir, (0..n).map(|i| format!("doc-{i}")).collect())
 }
 
+/// README's providers and keys (see [`readme_providers`]): the recipes name `--model` and
+/// `--models` from README's "Set up providers".
+fn readme_setup(v: &str) -> TestEnv {
+    let mut env = TestEnv::new(v, &readme_providers());
+    write_readme_models_json(&env.agent_dir, &env.llm);
+    for (k, val) in readme_keys() {
+        env.env(k, val);
+    }
+    env
+}
+
+/// Every request went to the primary the recipe names.
+fn all_to_the_primary(env: &TestEnv) {
+    let routes: Vec<String> = env.llm.requests().iter().map(|r| r.route.clone()).collect();
+    assert!(
+        !routes.is_empty() && routes.iter().all(|r| r == "z"),
+        "{routes:?}"
+    );
+}
+
 /// `sh -c script` in the env of [`TestEnv::cmd`] with the installed binaries first on PATH.
 fn sh(env: &TestEnv, script: &str, cwd: &Path) -> Command {
     let mut cmd = env.other_cmd("/bin/sh", ["-c", script]);
@@ -574,7 +594,7 @@ fn the_three_machine_cron_recipe_answers_every_report_once_and_pays_nothing_twic
 
 #[test]
 fn the_gnu_parallel_line_answers_every_job_once() {
-    let env = TestEnv::new(PI_MIN, &providers());
+    let env = readme_setup(PI_MIN);
     let (dir, ids) = work_dir(&env, 8);
     let text = recipes();
     let block = fenced(
@@ -603,12 +623,13 @@ fn the_gnu_parallel_line_answers_every_job_once() {
         out.assert_success().assert_stdout_empty();
     }
     assert_each_once(&union(&dir, "results-"), &ids);
+    all_to_the_primary(&env);
     env.assert_no_orphans();
 }
 
 #[test]
 fn the_kubernetes_indexed_job_answers_every_job_once() {
-    let env = TestEnv::new(PI_MIN, &providers());
+    let env = readme_setup(PI_MIN);
     let (dir, ids) = work_dir(&env, 8);
     let manifest = std::fs::read_to_string(Path::new(ROOT).join("examples/k8s-indexed-job.yaml"))
         .expect("manifest");
@@ -653,12 +674,13 @@ fn the_kubernetes_indexed_job_answers_every_job_once() {
         out.assert_success().assert_stdout_empty();
     }
     assert_each_once(&union(&dir.join("results"), "shard-"), &ids);
+    all_to_the_primary(&env);
     env.assert_no_orphans();
 }
 
 #[test]
 fn the_slurm_array_script_answers_every_job_once() {
-    let env = TestEnv::new(PI_MIN, &providers());
+    let env = readme_setup(PI_MIN);
     let (dir, ids) = work_dir(&env, 8);
     let script_path = Path::new(ROOT).join("examples/slurm-array.sh");
     let script = std::fs::read_to_string(&script_path).expect("script");
@@ -690,5 +712,6 @@ fn the_slurm_array_script_answers_every_job_once() {
         out.assert_success().assert_stdout_empty();
     }
     assert_each_once(&union(&dir.join("results"), "shard-"), &ids);
+    all_to_the_primary(&env);
     env.assert_no_orphans();
 }
