@@ -151,6 +151,18 @@ fn fallible(inv: &cli::Invocation, console: &console::Console) -> anyhow::Result
     if let Some(w) = &settings.pi_warning {
         console.error_line(w);
     }
+    if matches!(
+        inv.mode,
+        cli::Mode::Run | cli::Mode::Explain | cli::Mode::Batch(_)
+    ) && let Some(dir) = &settings.agent_dir
+    {
+        // Under cron a key variable is usually just missing: say which, before Pi reports only
+        // that no provider has credentials (or that a --model is unknown).
+        let config = settings::pi_config(dir);
+        for unset in catalog::origin::unset_references(&config, &|name: &str| settings::var(name)) {
+            console.error_line(&format!("warning: models.json: {unset}"));
+        }
+    }
     let groups = agent::PiGroups::new();
     match (&inv.mode, prepared) {
         (cli::Mode::Run | cli::Mode::Explain, Some(prepared)) => {

@@ -1,6 +1,6 @@
 //! Asks a short-lived Pi which models it can use (`get_available_models`): for `--status`,
-//! `--disable`, `--doctor`, and for naming the closest models when Pi refuses to start on an
-//! unknown `--model`.
+//! `--disable`, `--doctor` (which also asks where Pi would start), and for naming the closest
+//! models when Pi refuses to start on an unknown `--model`.
 
 use std::time::Duration;
 
@@ -47,21 +47,55 @@ pub async fn list_models(
     pi: &std::ffi::OsString,
     pi_args: &[String],
 ) -> Result<Vec<ModelInfo>, ListError> {
+    ask(pi, pi_args, false).await.map(|(models, _)| models)
+}
+
+/// Asks Pi for its available models and the model it starts on with `pi_args` (`get_state`;
+/// `None` when Pi reports none), for `--doctor`.
+pub async fn models_and_start(
+    pi: &std::ffi::OsString,
+    pi_args: &[String],
+) -> Result<(Vec<ModelInfo>, Option<ModelInfo>), ListError> {
+    ask(pi, pi_args, true).await
+}
+
+async fn ask(
+    pi: &std::ffi::OsString,
+    pi_args: &[String],
+    want_state: bool,
+) -> Result<(Vec<ModelInfo>, Option<ModelInfo>), ListError> {
     // A short-lived Pi of its own: the hard exit of a second Ctrl-C need not know it.
     let mut agent =
         Agent::spawn(pi, pi_args, &crate::agent::PiGroups::new()).map_err(ListError::Spawn)?;
     let result = tokio::time::timeout(LIST_TIMEOUT, async {
+        if want_state {
+            agent
+                .send("state", &Command::GetState)
+                .await
+                .map_err(ListError::Write)?;
+        }
         agent
             .send("models", &Command::GetAvailableModels)
             .await
             .map_err(ListError::Write)?;
+        // Whether the `get_state` answer is still awaited, and the model it named.
+        let mut state_pending = want_state;
+        let mut start: Option<ModelInfo> = None;
+        let mut models: Option<Vec<ModelInfo>> = None;
         loop {
+            if !state_pending && let Some(models) = models.take() {
+                return Ok((models, start.take()));
+            }
             match agent.next().await {
                 Ok(Some(Incoming::Response(r))) if r.id.as_deref() == Some("models") => {
                     if !r.success {
                         return Err(ListError::Refused(r.error.unwrap_or_default()));
                     }
-                    return Ok(r.models());
+                    models = Some(r.models());
+                }
+                Ok(Some(Incoming::Response(r))) if r.id.as_deref() == Some("state") => {
+                    state_pending = false;
+                    start = r.state().map(|s| s.model);
                 }
                 Ok(Some(_)) => {}
                 Ok(None) => {

@@ -74,6 +74,16 @@ pub fn pi_saved_default(agent_dir: &std::path::Path) -> Option<String> {
     saved_default_in(&pi_config_text(agent_dir, "settings.json")?)
 }
 
+/// What `models.json` and `auth.json` in the agent dir say about where models and keys come
+/// from (see `catalog::origin`); missing or unreadable files count as absent. Pair it with
+/// [`var`] for the variables those files and Pi's built-in providers refer to.
+pub fn pi_config(agent_dir: &std::path::Path) -> crate::catalog::origin::PiConfig {
+    crate::catalog::origin::PiConfig::from_texts(
+        pi_config_text(agent_dir, "models.json").as_deref(),
+        pi_config_text(agent_dir, "auth.json").as_deref(),
+    )
+}
+
 /// The text of one of Pi's config files in the agent dir (`models.json`, `auth.json`,
 /// `settings.json`). Bounded: these files are small, and one over 4 MiB is not Pi's (`None`,
 /// as for a missing or unreadable one).

@@ -9,6 +9,7 @@ use crate::cli::{Invocation, Mode};
 use crate::console::Console;
 use crate::driver::Session;
 use crate::exit::Exit;
+use crate::failover::explain::Explanation;
 use crate::health::service::HealthHandle;
 use crate::job::{self, Ended, JobEnd, JobRequest, Stop, ThinkingSource};
 use crate::output;
@@ -63,7 +64,14 @@ impl Run<'_> {
                 Ok(s) => s,
                 Err(e) => {
                     let ended = Ended::bare(JobEnd::NotStarted(e));
-                    return deliver(inv, self.console, &ended, &thinking_source, &attachments);
+                    return deliver(
+                        inv,
+                        self.settings,
+                        self.console,
+                        &ended,
+                        &thinking_source,
+                        &attachments,
+                    );
                 }
             };
         let mut status = self.console.status_line();
@@ -72,7 +80,14 @@ impl Run<'_> {
             .await;
         // The answer first: stopping Pi and writing shared health afterwards must never delay it.
         ended.elapsed_ms = crate::driver::ms_since(self.started);
-        let exit = deliver(inv, self.console, &ended, &thinking_source, &attachments);
+        let exit = deliver(
+            inv,
+            self.settings,
+            self.console,
+            &ended,
+            &thinking_source,
+            &attachments,
+        );
         session.stop().await;
         // What was not written by the deadline (or within a moment) is lost, as when the store
         // is down: the exit never waits on a slow store.
@@ -102,6 +117,7 @@ fn stops_from(mut signals: watch::Receiver<Option<Interrupt>>) -> watch::Receive
 /// error and the retry hint on stderr) and returns its exit code.
 fn deliver(
     inv: &Invocation,
+    settings: &Settings,
     console: &Console,
     ended: &Ended,
     thinking_source: &str,
@@ -114,12 +130,28 @@ fn deliver(
         console.error_line(&format!("retry: {}", hint.reason));
     }
     let written = match &ended.end {
-        JobEnd::Explained(e) if inv.json => output::stdout_text(&format!(
-            "{}\n",
-            output::explanation_json(e, thinking_source, attachments)
-        )),
+        JobEnd::Explained(e) if inv.json => {
+            let mut v = output::explanation_json(e, thinking_source, attachments);
+            if let Some(obj) = v.as_object_mut() {
+                let warnings: Vec<serde_json::Value> = explain_findings(inv, settings, e)
+                    .iter()
+                    .map(|f| serde_json::json!({"code": f.code(), "message": f.to_string()}))
+                    .collect();
+                obj.insert("warnings".to_string(), warnings.into());
+            }
+            output::stdout_text(&format!("{v}\n"))
+        }
         JobEnd::Explained(e) => {
-            output::stdout_text(&output::explanation_text(e, thinking_source, attachments))
+            // Warnings first: what they say changes how the rest should be read.
+            let mut text: String = explain_findings(inv, settings, e)
+                .iter()
+                .map(|f| format!("warning: {f}\n"))
+                .collect();
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&output::explanation_text(e, thinking_source, attachments));
+            output::stdout_text(&text)
         }
         _ if inv.json => output::stdout_text(&format!("{}\n", output::result_json(ended))),
         JobEnd::Answered { text, .. } => output::answer(text),
@@ -130,4 +162,29 @@ fn deliver(
         return Exit::Error;
     }
     output::exit_of(&ended.end)
+}
+
+/// What `--explain` warns about first: a start model or candidates from Pi's built-in
+/// catalogue rather than the user's `models.json`, and a start model no `--model` or saved
+/// default chose (see `catalog::origin`).
+fn explain_findings(
+    inv: &Invocation,
+    settings: &Settings,
+    e: &Explanation,
+) -> Vec<crate::catalog::origin::Finding> {
+    let Some(dir) = settings.agent_dir.as_deref() else {
+        return Vec::new();
+    };
+    let config = crate::settings::pi_config(dir);
+    let saved_default = crate::settings::pi_saved_default(dir);
+    let candidates: Vec<String> = e.candidates.iter().map(|c| c.model.clone()).collect();
+    let choice = crate::catalog::origin::Choice {
+        start: &e.start_model,
+        candidates: &candidates,
+        model_flag: inv.model.is_some(),
+        saved_default: saved_default.as_deref(),
+        scoped: inv.models_scope.is_some(),
+        provider_flag: inv.provider.as_deref(),
+    };
+    crate::catalog::origin::findings(&choice, &config, &|name: &str| crate::settings::var(name))
 }

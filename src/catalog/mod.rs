@@ -1,8 +1,10 @@
 //! Model metadata as Pi reports it (`get_available_models`, `get_state`), reduced to what
 //! failover needs, and what users select from it by name: [`scope`] resolves `--models`,
-//! [`suggest`] finds the names closest to a typo. All pure: no I/O, nothing from `failover`.
+//! [`suggest`] finds the names closest to a typo, [`origin`] tells the user's `models.json`
+//! from Pi's built-in catalogue. All pure: no I/O, nothing from `failover`.
 //! Parsing is lenient so Pi 0.84.4 and 1.6.0 objects both fit.
 
+pub mod origin;
 pub mod scope;
 pub mod suggest;
 

@@ -1,14 +1,17 @@
 //! `--doctor`: one line per check — pi, Node, Pi's version, the agent dir (Pi needs it
-//! writable), the health store, the models Pi can use, and the tools a plain run would give the
-//! model. Exit 2 when any check fails.
+//! writable), the health store, the models Pi can use, the start model a run with the same
+//! flags would use and whether the user chose it, whether it and the failover candidates come
+//! from `models.json` or Pi's built-in catalogue, the variables `models.json`'s keys refer to,
+//! and the tools a plain run would give the model. Warnings (`warn`) leave the exit at 0; exit 2
+//! when any check fails.
 
 use std::path::Path;
 
 use serde_json::json;
 
 use crate::agent;
-use crate::catalog::ModelInfo;
-use crate::cli::Profile;
+use crate::catalog::{ModelInfo, origin};
+use crate::cli::{Invocation, Profile};
 use crate::clock;
 use crate::exit::Exit;
 use crate::health::store::{Check, HealthStore};
@@ -93,14 +96,18 @@ fn writable(dir: &Path) -> std::io::Result<()> {
 
 pub async fn run(
     settings: &Settings,
-    pi_args: &[String],
-    profile: &Profile,
+    inv: &Invocation,
     dir: &Path,
     store: &mut dyn HealthStore,
-    json: bool,
     console: &crate::console::Console,
 ) -> Exit {
+    let pi_args = &inv.pi_args();
+    let profile = &inv.profile;
+    let json = inv.json;
     let mut checks: Vec<Check> = Vec::new();
+    // The start model, where the models come from and the keys (warn or FAIL lines), printed
+    // after the models they are about.
+    let mut lines_after: Vec<Line> = Vec::new();
     let pi_path = agent::resolve_program(&settings.pi_command);
     checks.push(match &pi_path {
         Some(p) => Check::new("pi", true, p.display().to_string()),
@@ -170,9 +177,9 @@ pub async fn run(
     });
     checks.extend(store.diagnose(clock::now().wall_ms));
     if pi_path.is_some() {
-        checks.push(
-            match crate::registry::list_models(&settings.pi_command, pi_args).await {
-                Ok(m) if !m.is_empty() => Check::new(
+        match crate::registry::models_and_start(&settings.pi_command, pi_args).await {
+            Ok((m, pi_start)) if !m.is_empty() => {
+                checks.push(Check::new(
                     "models",
                     true,
                     format!(
@@ -185,18 +192,22 @@ pub async fn run(
                             .join(", ")
                             + if m.len() > 8 { ", …" } else { "" }
                     ),
-                ),
-                Ok(_) => Check::new(
-                    "models",
-                    false,
-                    "Pi lists no available model (check models.json and API keys)",
-                ),
-                Err(e) => Check::new("models", false, e.to_string()),
-            },
-        );
+                ));
+                lines_after.extend(choice_lines(inv, dir, &m, pi_start.as_ref()));
+            }
+            Ok(_) => checks.push(Check::new(
+                "models",
+                false,
+                "Pi lists no available model (check models.json and API keys)",
+            )),
+            Err(e) => checks.push(Check::new("models", false, e.to_string())),
+        }
     }
+    let key_lines = key_lines(&crate::settings::pi_config(dir), &|name: &str| {
+        crate::settings::var(name)
+    });
     let tools = tools_of(profile);
-    checks.push(Check::new(
+    let tools_check = Check::new(
         "tools",
         true,
         if tools.is_empty() {
@@ -210,32 +221,239 @@ pub async fn run(
         } else {
             tools.join(", ")
         },
-    ));
-    let failed = checks.iter().any(|c| !c.ok);
+    );
+    let lines: Vec<Line> = checks
+        .into_iter()
+        .map(Line::from)
+        .chain(lines_after)
+        .chain(key_lines)
+        .chain(std::iter::once(Line::from(tools_check)))
+        .collect();
+    let failed = lines.iter().any(|l| l.level == Level::Fail);
     let text = if json {
         format!(
             "{}\n",
             json!({
                 "ok": !failed,
-                "checks": checks.iter().map(|c| json!({"check": c.name, "ok": c.ok, "detail": c.detail})).collect::<Vec<_>>(),
+                "checks": lines.iter().map(|l| json!({
+                    "check": l.name,
+                    "ok": l.level != Level::Fail,
+                    "level": l.level.word(),
+                    "detail": l.detail,
+                })).collect::<Vec<_>>(),
                 "tools": tools,
             })
         )
     } else {
-        checks
+        lines
             .iter()
-            .map(|c| {
-                format!(
-                    "{} {}: {}\n",
-                    if c.ok { "ok  " } else { "FAIL" },
-                    c.name,
-                    c.detail
-                )
-            })
+            .map(|l| format!("{} {}: {}\n", l.level.tag(), l.name, l.detail))
             .collect()
     };
     let exit = super::write_out(console, &text);
     if failed { Exit::Error } else { exit }
+}
+
+/// How a doctor line came out: a warning does not fail `--doctor` (exit 0), a failure does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Ok,
+    Warn,
+    Fail,
+}
+
+impl Level {
+    /// The four-column tag of the text output.
+    fn tag(self) -> &'static str {
+        match self {
+            Level::Ok => "ok  ",
+            Level::Warn => "warn",
+            Level::Fail => "FAIL",
+        }
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            Level::Ok => "ok",
+            Level::Warn => "warn",
+            Level::Fail => "fail",
+        }
+    }
+}
+
+/// One line of `--doctor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Line {
+    level: Level,
+    name: String,
+    detail: String,
+}
+
+impl Line {
+    fn new(level: Level, name: &str, detail: impl Into<String>) -> Line {
+        Line {
+            level,
+            name: name.to_string(),
+            detail: detail.into(),
+        }
+    }
+}
+
+impl From<Check> for Line {
+    fn from(c: Check) -> Line {
+        Line {
+            level: if c.ok { Level::Ok } else { Level::Fail },
+            name: c.name,
+            detail: c.detail,
+        }
+    }
+}
+
+/// Where a run with these flags would start, as `failover::start` decides it (Pi is not given
+/// `--models`, and `--provider` only with `--model`), and the models it could fail over to.
+/// `Err`: a `--model` Pi has no available model for (the run would stop with exit 2).
+fn start_and_pool(
+    inv: &Invocation,
+    saved_default: Option<&str>,
+    models: &[ModelInfo],
+    pi_start: Option<&ModelInfo>,
+) -> Result<(Option<String>, Vec<ModelInfo>), String> {
+    let pool = match &inv.models_scope {
+        Some(patterns) => crate::catalog::scope::scope(patterns, models),
+        None => models.to_vec(),
+    };
+    let in_pool = |key: &str| pool.iter().any(|m| m.key() == key);
+    let pi_key = pi_start.map(ModelInfo::key);
+    let start = if let Some(wanted) = &inv.model {
+        match pi_key.filter(|k| models.iter().any(|m| &m.key() == k)) {
+            Some(k) => Some(k),
+            None => {
+                return Err(format!(
+                    "--model {wanted} names none of Pi's available models (the run would stop \
+                     with exit 2; --status lists them)"
+                ));
+            }
+        }
+    } else if inv.models_scope.is_some() {
+        saved_default
+            .filter(|k| in_pool(k))
+            .map(str::to_string)
+            .or_else(|| pool.first().map(ModelInfo::key))
+    } else if let Some(p) = &inv.provider {
+        pi_start
+            .filter(|m| &m.provider == p)
+            .or_else(|| models.iter().find(|m| &m.provider == p))
+            .map(ModelInfo::key)
+    } else {
+        pi_key
+    };
+    Ok((start, pool))
+}
+
+/// `primary` and `model origin` lines: which model a run with these flags starts on and
+/// whether something the user chose picked it, and whether it or its failover candidates come
+/// from Pi's built-in catalogue rather than `models.json` (see `catalog::origin`).
+fn choice_lines(
+    inv: &Invocation,
+    dir: &Path,
+    models: &[ModelInfo],
+    pi_start: Option<&ModelInfo>,
+) -> Vec<Line> {
+    let saved_default = crate::settings::pi_saved_default(dir);
+    let (start, pool) = match start_and_pool(inv, saved_default.as_deref(), models, pi_start) {
+        Ok(found) => found,
+        Err(why) => return vec![Line::new(Level::Fail, "primary", why)],
+    };
+    let Some(start) = start else {
+        return vec![Line::new(
+            Level::Fail,
+            "primary",
+            "no start model: the flags select none of Pi's available models",
+        )];
+    };
+    let candidates: Vec<String> = pool.iter().map(ModelInfo::key).collect();
+    let config = crate::settings::pi_config(dir);
+    let choice = origin::Choice {
+        start: &start,
+        candidates: &candidates,
+        model_flag: inv.model.is_some(),
+        saved_default: saved_default.as_deref(),
+        scoped: inv.models_scope.is_some(),
+        provider_flag: inv.provider.as_deref(),
+    };
+    let findings = origin::findings(&choice, &config, &|name: &str| crate::settings::var(name));
+    let mut lines = Vec::new();
+    match findings
+        .iter()
+        .find(|f| matches!(f, origin::Finding::NoPrimary { .. }))
+    {
+        Some(f) => lines.push(Line::new(Level::Warn, "primary", f.to_string())),
+        None => lines.push(Line::new(
+            Level::Ok,
+            "primary",
+            format!(
+                "{start} ({})",
+                if inv.model.is_some() {
+                    "--model"
+                } else {
+                    "the saved default in settings.json"
+                }
+            ),
+        )),
+    }
+    let origin_warnings: Vec<&origin::Finding> = findings
+        .iter()
+        .filter(|f| !matches!(f, origin::Finding::NoPrimary { .. }))
+        .collect();
+    if origin_warnings.is_empty() {
+        lines.push(Line::new(
+            Level::Ok,
+            "model origin",
+            format!(
+                "all {} candidates, the start model included, are from models.json",
+                candidates.len()
+            ),
+        ));
+    }
+    for f in origin_warnings {
+        lines.push(Line::new(Level::Warn, "model origin", f.to_string()));
+    }
+    lines
+}
+
+/// `key` lines: a FAIL for every `models.json` key or header that refers to a variable unset
+/// or empty here (Pi then has no such key: cron's near-empty environment is the usual cause),
+/// or one `ok` line. Never shows a value.
+fn key_lines(config: &origin::PiConfig, env: &dyn Fn(&str) -> Option<String>) -> Vec<Line> {
+    if config.models_json_unreadable {
+        return vec![Line::new(
+            Level::Warn,
+            "keys",
+            "models.json is not JSON this runner can read, so its keys were not checked",
+        )];
+    }
+    let unset = origin::unset_references(config, env);
+    if unset.is_empty() {
+        let refs: usize = config
+            .providers
+            .iter()
+            .flat_map(|p| p.api_key.iter().chain(p.headers.iter().map(|(_, v)| v)))
+            .map(|v| crate::redact::referenced_vars(v).len())
+            .sum();
+        return vec![Line::new(
+            Level::Ok,
+            "keys",
+            if refs == 0 {
+                "models.json refers to no environment variables".to_string()
+            } else {
+                format!("all {refs} variables models.json refers to are set")
+            },
+        )];
+    }
+    unset
+        .iter()
+        .map(|u| Line::new(Level::Fail, "key", u.to_string()))
+        .collect()
 }
 
 #[cfg(test)]
@@ -277,6 +495,116 @@ mod tests {
                 p.exclude_tools = Some("bash".into());
             }),
             ["read"]
+        );
+    }
+
+    fn inv(flags: &[&str]) -> Invocation {
+        let args = std::iter::once("pi-ccswitch-run")
+            .chain(std::iter::once("--doctor"))
+            .chain(flags.iter().copied());
+        match crate::cli::parse(args) {
+            Ok(crate::cli::Parsed::Run(inv)) => *inv,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn model(provider: &str, id: &str) -> ModelInfo {
+        ModelInfo {
+            provider: provider.into(),
+            id: id.into(),
+            name: None,
+            base_url: None,
+            reasoning: false,
+            input: None,
+            context_window: None,
+        }
+    }
+
+    #[test]
+    fn the_start_is_found_as_a_run_finds_it() {
+        let models = [
+            model("deepseek", "deepseek-v4-pro"),
+            model("zhipu", "glm-4.6"),
+            model("dashscope", "qwen3-max"),
+        ];
+        let pi = Some(&models[0]);
+        let start = |flags: &[&str], saved: Option<&str>| {
+            start_and_pool(&inv(flags), saved, &models, pi).map(|(s, pool)| (s, pool.len()))
+        };
+        // No flags: where Pi starts; every model is a candidate.
+        assert_eq!(
+            start(&[], None),
+            Ok((Some("deepseek/deepseek-v4-pro".into()), 3))
+        );
+        // --models: the saved default in scope, else the first scoped model.
+        let scoped = ["--models", "dashscope/*,zhipu/*"];
+        assert_eq!(
+            start(&scoped, None),
+            Ok((Some("dashscope/qwen3-max".into()), 2))
+        );
+        assert_eq!(
+            start(&scoped, Some("zhipu/glm-4.6")),
+            Ok((Some("zhipu/glm-4.6".into()), 2))
+        );
+        assert_eq!(
+            start(&scoped, Some("deepseek/deepseek-v4-pro")),
+            Ok((Some("dashscope/qwen3-max".into()), 2))
+        );
+        // --provider alone: that provider's model.
+        assert_eq!(
+            start(&["--provider", "zhipu"], None),
+            Ok((Some("zhipu/glm-4.6".into()), 3))
+        );
+        // --model: Pi resolved it; one Pi has no available model for stops the run.
+        assert_eq!(
+            start(&["--model", "deepseek-v4-pro"], None),
+            Ok((Some("deepseek/deepseek-v4-pro".into()), 3))
+        );
+        let unknown = start_and_pool(&inv(&["--model", "glm-9"]), None, &models, None);
+        assert!(
+            unknown
+                .as_ref()
+                .is_err_and(|e| e.contains("--model glm-9 names none")),
+            "{unknown:?}"
+        );
+    }
+
+    #[test]
+    fn key_lines_fail_per_unset_variable_and_never_show_values() {
+        let config = origin::PiConfig::from_texts(
+            Some(
+                r#"{"providers": {
+                    "zhipu": {"apiKey": "$ZHIPU_API_KEY", "models": [{"id": "glm-4.6"}]},
+                    "dashscope": {"apiKey": "$DASHSCOPE_API_KEY", "models": [{"id": "qwen3-max"}]}
+                }}"#,
+            ),
+            None,
+        );
+        let env = |name: &str| (name == "DASHSCOPE_API_KEY").then(|| "sk-secret-value".to_string());
+        let lines = key_lines(&config, &env);
+        assert_eq!(
+            lines,
+            [Line::new(
+                Level::Fail,
+                "key",
+                "provider zhipu: apiKey refers to $ZHIPU_API_KEY, which is not set here (cron \
+                 starts with an almost empty environment: source an env file)"
+            )]
+        );
+        let all = |_: &str| Some("v".to_string());
+        assert_eq!(
+            key_lines(&config, &all),
+            [Line::new(
+                Level::Ok,
+                "keys",
+                "all 2 variables models.json refers to are set"
+            )]
+        );
+        let broken = origin::PiConfig::from_texts(Some("{"), None);
+        assert_eq!(key_lines(&broken, &all)[0].level, Level::Warn);
+        assert_eq!(
+            key_lines(&origin::PiConfig::default(), &all)[0].detail,
+            "models.json refers to no environment variables"
         );
     }
 }

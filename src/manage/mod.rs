@@ -174,18 +174,7 @@ pub async fn run(
             };
             finish_update(console, res, &format!("reset {target}\n"), json)
         }
-        Mode::Doctor => {
-            doctor::run(
-                settings,
-                pi_args,
-                &inv.profile,
-                &dir,
-                store.as_mut(),
-                json,
-                console,
-            )
-            .await
-        }
+        Mode::Doctor => doctor::run(settings, inv, &dir, store.as_mut(), console).await,
     }
 }
 

@@ -51,7 +51,8 @@ pub use bytes::MASK;
 use bytes::{ELLIPSIS, clean_controls};
 pub use known::{MIN_SECRET_CHARS, add_known_secrets};
 pub use sources::{
-    commands_in_config, is_secret_env_name, secrets_in_auth_json, secrets_in_models_json,
+    commands_in_config, is_secret_env_name, parse_like_pi, referenced_vars, secrets_in_auth_json,
+    secrets_in_models_json,
 };
 
 /// Default cap for stored and printed error text, in characters.

@@ -180,8 +180,9 @@ pub fn commands_in_config(models_json: Option<&str>, auth_json: Option<&str>) ->
 
 /// Parses a Pi config file as Pi does: a leading UTF-8 BOM is ignored, and `//` and `/* */`
 /// comments and trailing commas are allowed (Pi strips them before `JSON.parse`). A file Pi
-/// accepts must give up its keys for masking as well as a strict one does.
-fn parse_like_pi(text: &str) -> Option<Value> {
+/// accepts must give up its keys for masking as well as a strict one does (and `catalog::origin`
+/// must see the providers Pi sees).
+pub fn parse_like_pi(text: &str) -> Option<Value> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     serde_json::from_str(text)
         .ok()
@@ -314,6 +315,22 @@ fn push_unique(out: &mut Vec<String>, value: &str) {
 struct Resolved {
     value: Option<String>,
     env_values: Vec<String>,
+}
+
+/// The environment variables a config value refers to (`$NAME`, `${NAME}`), in order, each
+/// once, as Pi reads them: `$$` and `$!` are escapes, a `!command` value refers to none. Pi
+/// treats the value as unset when any of them is unset or empty.
+#[must_use]
+pub fn referenced_vars(text: &str) -> Vec<String> {
+    let names = std::cell::RefCell::new(Vec::<String>::new());
+    resolve_like_pi(text, &|name: &str| {
+        let mut names = names.borrow_mut();
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+        None
+    });
+    names.into_inner()
 }
 
 fn resolve_like_pi(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Resolved {

@@ -95,3 +95,42 @@ pub fn bin_dir(env: &TestEnv) -> PathBuf {
     }
     dir
 }
+
+/// README's "Set up providers" on the fake server: `zhipu` (route `z`: `glm-4.6`,
+/// `glm-4.5-air`), `dashscope` (`q`: `qwen3-max`) and `deepseek-cn` (`d`: `deepseek-chat`), their
+/// keys in `$ZHIPU_API_KEY`, `$DASHSCOPE_API_KEY` and `$DEEPSEEK_API_KEY`.
+pub fn readme_providers() -> Vec<ProviderSpec> {
+    vec![
+        ProviderSpec::new(
+            "zhipu",
+            "z",
+            vec![ModelSpec::text("glm-4.6"), ModelSpec::text("glm-4.5-air")],
+        )
+        .api_key_env("ZHIPU_API_KEY"),
+        ProviderSpec::new("dashscope", "q", vec![ModelSpec::text("qwen3-max")])
+            .api_key_env("DASHSCOPE_API_KEY"),
+        ProviderSpec::new("deepseek-cn", "d", vec![ModelSpec::text("deepseek-chat")])
+            .api_key_env("DEEPSEEK_API_KEY"),
+    ]
+}
+
+/// The keys of [`readme_providers`], as an env file or an environment would give them.
+pub const README_KEYS: [(&str, &str); 3] = [
+    ("ZHIPU_API_KEY", "zhipu-test-key"),
+    ("DASHSCOPE_API_KEY", "dashscope-test-key"),
+    ("DEEPSEEK_API_KEY", "deepseek-test-key"),
+];
+
+/// Writes `agent_dir/models.json` for [`readme_providers`], with Pi's own `deepseek` provider
+/// routed to the fake server's route `builtin`: `DEEPSEEK_API_KEY` brings Pi's built-in
+/// `deepseek/*` models in, and nothing may ever leave loopback.
+pub fn write_readme_models_json(agent_dir: &Path, llm: &FakeLlm) {
+    let mut doc = models_json(llm, &readme_providers());
+    doc["providers"]["deepseek"] = serde_json::json!({"baseUrl": llm.base_url("builtin")});
+    std::fs::create_dir_all(agent_dir).expect("agent dir");
+    std::fs::write(
+        agent_dir.join("models.json"),
+        serde_json::to_string_pretty(&doc).expect("json"),
+    )
+    .expect("write models.json");
+}
