@@ -105,13 +105,13 @@ impl Session {
         };
         self.jobs += 1;
         let mut machine = Machine::with_options(
+            start,
             job.config.clone(),
             health.snapshot(),
             job.message.clone(),
             job.images.clone(),
             options,
         );
-        machine.handle_start(start);
         let mut stopping: Option<(Stop, Instant)> = None;
         if let Some(stop) = *stops.borrow() {
             stopping = Some((stop, start.instant));
@@ -319,7 +319,9 @@ impl Session {
         let status = self.agent.exit_status(Duration::from_millis(1000)).await;
         let stderr = self.agent.stderr_text().await;
         let old_node = if is_old_node(&stderr) {
-            Some(agent::node_version().await)
+            Some(crate::job::OldNode {
+                version: agent::node_version().await,
+            })
         } else {
             None
         };

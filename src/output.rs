@@ -148,7 +148,8 @@ fn pi_loss(loss: &PiLoss) -> String {
         return format!(
             "{what} ({how}): Pi needs Node.js >= 22.19 but the `node` on PATH is older{}; put a \
              newer node first on PATH",
-            node.as_deref()
+            node.version
+                .as_deref()
                 .map(|v| format!(" ({v})"))
                 .unwrap_or_default()
         );

@@ -184,16 +184,20 @@ fn resolve_pattern<'p>(pattern: &'p str, pool: &Pool<'_>) -> (Vec<usize>, Option
 /// the outermost suffix cut off, when it names a thinking level (Pi ignores an invalid one).
 fn resolve_text<'p>(mut text: &'p str, pool: &Pool<'_>) -> Option<(Found, Option<&'p str>)> {
     let all: Vec<usize> = pool.indices().collect();
-    let mut level: Option<Option<&'p str>> = None;
+    // Only the outermost suffix can be the level: `cut` says it was looked at already.
+    let mut level: Option<&'p str> = None;
+    let mut cut = false;
     loop {
         if let Some(found) = select_reference(text, pool, true) {
-            return Some((found, level.flatten()));
+            return Some((found, level));
         }
         if let Some(found) = select_fuzzy(&fuzzy_matches(text, &all, pool), pool.models) {
-            return Some((found, level.flatten()));
+            return Some((found, level));
         }
         let (rest, suffix) = text.rsplit_once(':')?;
-        level.get_or_insert(THINKING_LEVELS.contains(&suffix).then_some(suffix));
+        if !std::mem::replace(&mut cut, true) {
+            level = THINKING_LEVELS.contains(&suffix).then_some(suffix);
+        }
         text = rest;
     }
 }

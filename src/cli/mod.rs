@@ -513,7 +513,16 @@ where
             };
         }
     };
-    cli.into_invocation().map(|inv| Parsed::Run(Box::new(inv)))
+    cli.into_invocation(Prompt::Required)
+        .map(|inv| Parsed::Run(Box::new(inv)))
+}
+
+/// Whether a run without prompt words is an error: not when only the arguments before
+/// `--help` are checked (help needs no prompt).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Prompt {
+    Required,
+    Optional,
 }
 
 /// The usage error among the arguments before the first `-h`/`--help`, if any (a missing
@@ -526,10 +535,7 @@ fn error_before_help(args: &[OsString]) -> Option<UsageError> {
     let prefix = &args[..at];
     match Cli::try_parse_from(prefix) {
         Err(e) => clap_error(&e),
-        Ok(cli) => match cli.into_invocation() {
-            Err(e) if e.0 != "a prompt is required" => Some(e),
-            _ => None,
-        },
+        Ok(cli) => cli.into_invocation(Prompt::Optional).err(),
     }
 }
 
@@ -613,7 +619,7 @@ fn checked(flag: &str, value: Option<String>) -> Result<Option<String>, UsageErr
 }
 
 impl Cli {
-    fn into_invocation(self) -> Result<Invocation, UsageError> {
+    fn into_invocation(self, prompt: Prompt) -> Result<Invocation, UsageError> {
         let provider = checked("--provider", self.provider)?;
         let model = checked("--model", self.model)?;
         let thinking = checked("--thinking", self.thinking)?;
@@ -741,7 +747,7 @@ impl Cli {
         match &mode {
             Mode::Run | Mode::Explain => {
                 // Blank words are no prompt either (found by the random-argv property).
-                if words.iter().all(|w| w.trim().is_empty()) {
+                if prompt == Prompt::Required && words.iter().all(|w| w.trim().is_empty()) {
                     return Err(UsageError("a prompt is required".to_string()));
                 }
             }

@@ -3,15 +3,13 @@
 
 pub mod candidates;
 pub mod classify;
-mod dispatch;
 pub mod ending;
 pub mod explain;
-mod judge;
 pub mod machine;
 pub mod reopen;
-mod start;
 mod state;
 pub mod stated;
+pub mod tokens;
 
 pub use ending::{Exhaustion, Fatal, SetupProblem};
 pub use machine::{Action, Attempt, Config, Machine, Note, Options, Outcome};

@@ -1,19 +1,16 @@
 //! The machine's vocabulary: its inputs (`Config`, `Options`), its outputs (`Action`, `Note`,
-//! `Outcome`, `Attempt`) and the named parts its state is kept in — what Pi reported
-//! ([`PiView`]), the failover round ([`Round`]), the attempt on the current model
-//! ([`AttemptState`]) and the command plumbing ([`Wire`]) — each replaced whole when its
-//! lifetime ends. Pure data.
+//! `Outcome`, `Attempt`), and the small enums its parts share (the phase, the plan after a
+//! failure, which command a response answers, how the request reaches the next model). Pure
+//! data; the parts that keep the state are in `machine/`.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::classify::{Classification, FailureClass};
 use super::explain::Explanation;
 use super::reopen::RetryHint;
 use crate::catalog::ModelInfo;
-use crate::health::{Delta, Health, ProbeTarget, SwitchEntry};
-use crate::rpc::pending::Pending;
-use crate::rpc::{Command, ImageContent, Message, Usage};
+use crate::health::Delta;
+use crate::rpc::{Command, Usage};
 
 /// Tunables, from settings and the command line.
 #[derive(Debug, Clone)]
@@ -245,22 +242,13 @@ pub(super) enum Phase {
     /// A failure was judged while Pi still runs (auto-retry backoff or our abort): act once
     /// Pi settles.
     Settling,
-    /// Every candidate is cooling down: wait until `until`, re-reading health meanwhile.
+    /// Every candidate is cooling down: wait until `until`, re-reading health meanwhile (on
+    /// `Timer::WaitCheck`).
     Waiting {
         mode: Redispatch,
         until: Instant,
-        next_check: Instant,
     },
     Done,
-}
-
-/// Watchdog state for the running attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(super) enum Watch {
-    #[default]
-    Off,
-    FirstResponse(Instant),
-    Stall(Instant),
 }
 
 /// The decision taken after a failure, executed once Pi has settled.
@@ -269,121 +257,4 @@ pub(super) enum Plan {
     Switch(ModelInfo, SwitchReason),
     RetrySame,
     Exhaust(super::Exhaustion),
-}
-
-/// What Pi reported when the run started.
-#[derive(Debug, Default)]
-pub(super) struct PiView {
-    /// The model Pi was on before this run changed anything.
-    pub(super) pi_model: Option<ModelInfo>,
-    /// Every model Pi can use (unique), in Pi's order.
-    pub(super) registry: Vec<ModelInfo>,
-    /// The candidates: `registry` inside `--models`.
-    pub(super) pool: Vec<ModelInfo>,
-    pub(super) state_seen: bool,
-    pub(super) models_seen: bool,
-    /// The level Pi chose for a reasoning start model when none was asked for.
-    pub(super) thinking_default: Option<String>,
-    /// `provider/id` → the thinking level its `--models` pattern named.
-    pub(super) scope_levels: BTreeMap<String, String>,
-}
-
-/// The request, and what this run learned about it: kept across rounds.
-#[derive(Debug)]
-pub(super) struct Request {
-    pub(super) prompt: String,
-    pub(super) images: Vec<ImageContent>,
-    /// Families avoided after a content-policy refusal, with why: the content is the reason,
-    /// so a relative would refuse it too.
-    pub(super) avoided_families: BTreeMap<String, String>,
-    /// After a context overflow only larger windows qualify, in every later round too.
-    pub(super) larger_context_than: Option<u64>,
-}
-
-/// This run's copy of the shared health and what it has asked the store to change.
-#[derive(Debug)]
-pub(super) struct SharedView {
-    pub(super) health: Health,
-    /// Records sent to the driver whose merged result has not come back yet: (seq, delta).
-    pub(super) unconfirmed: VecDeque<(u64, Delta)>,
-    pub(super) record_seq: u64,
-    /// Probe leases this process holds (their breakers do not block it).
-    pub(super) own_leases: Vec<ProbeTarget>,
-    /// The store's health has arrived, or the run stopped waiting for it.
-    pub(super) loaded: bool,
-    /// When the run stops waiting for the store's health (set once Pi is ready).
-    pub(super) grace_until: Option<Instant>,
-}
-
-/// The model in use and how the request last went out to it.
-#[derive(Debug, Default)]
-pub(super) struct DispatchState {
-    pub(super) current: Option<ModelInfo>,
-    /// The model this run started from (after `--provider` and a batch's start model applied).
-    pub(super) start_key: Option<String>,
-    /// The start model differs from Pi's current one: the first dispatch must set it.
-    pub(super) pending_set: bool,
-    pub(super) thinking_sent: bool,
-    /// A switch waiting for Pi to accept the new model.
-    pub(super) pending_switch: Option<(SwitchEntry, SwitchReason)>,
-    /// Counters of assistant messages seen and judged (a settle without a fresh one re-uses
-    /// the verdict already taken on Pi's auto-retry).
-    pub(super) last_seq: u64,
-    pub(super) judged_seq: u64,
-    /// The last prompt sent was the continuation prompt (a later fork re-sends it, once).
-    pub(super) continued: bool,
-}
-
-/// What the run reports when it ends.
-#[derive(Debug, Default)]
-pub(super) struct Tally {
-    pub(super) switches: u32,
-    pub(super) attempts: Vec<Attempt>,
-    pub(super) last_error: Option<String>,
-    pub(super) outcome: Option<Outcome>,
-}
-
-/// One failover round: from the first request (or the end of a wait) until the outcome.
-#[derive(Debug, Default)]
-pub(super) struct Round {
-    pub(super) started: Option<Instant>,
-    pub(super) tried: BTreeSet<String>,
-    pub(super) endpoint_failures: BTreeMap<String, u32>,
-    pub(super) isolated: BTreeSet<String>,
-    pub(super) retried_same: BTreeSet<String>,
-    /// (model, class) failures already recorded: Pi's own retries of the same failure must not
-    /// double the cooldown again and again within one round.
-    pub(super) recorded: BTreeSet<(String, FailureClass)>,
-}
-
-/// The attempt on the current model: from its prompt until it is judged.
-#[derive(Debug, Default)]
-pub(super) struct AttemptState {
-    /// A prompt was accepted and the attempt has not been judged yet.
-    pub(super) open: bool,
-    pub(super) started: Option<Instant>,
-    pub(super) last_assistant: Option<Message>,
-    pub(super) tools_running: u32,
-    /// A tool finished since the last prompt was sent: its result must stay in the context,
-    /// so the next model gets a continuation prompt instead of a fork.
-    pub(super) tools_since_prompt: bool,
-    pub(super) watch: Watch,
-    pub(super) watchdog_fired: bool,
-    /// Tokens and cost of this attempt's model calls (Pi's own retries included).
-    pub(super) usage: Usage,
-    /// The attempt ended in an empty answer (judged as a model failure).
-    pub(super) empty_answer: bool,
-}
-
-/// Command plumbing: ids, awaited answers, the queue of a re-dispatch, the actions out.
-#[derive(Debug)]
-pub(super) struct Wire {
-    pub(super) pending: Pending<Tag>,
-    pub(super) actions: VecDeque<Action>,
-    pub(super) queue: VecDeque<Command>,
-    /// Commands whose answer the run waits for, and when that wait becomes a failure.
-    pub(super) waiting: usize,
-    pub(super) response_deadline: Option<Instant>,
-    /// Latest time seen, so commands sent from inside a handler get a response deadline.
-    pub(super) last_now: Option<Instant>,
 }

@@ -64,12 +64,19 @@ pub struct PiLoss {
     pub status: Option<ExitStatus>,
     /// Pi's own error line from its stderr (its start-up error), redacted later.
     pub error_line: String,
-    /// The `node` on PATH, when Pi's stderr says it is too old for Pi.
-    pub old_node: Option<Option<String>>,
+    /// Pi's stderr says the `node` on PATH is too old for Pi.
+    pub old_node: Option<OldNode>,
     /// Pi answered at least one command before it went: it started.
     pub answered: bool,
     /// The tail of Pi's stderr (shown only as `error_line`, redacted).
     pub stderr: String,
+}
+
+/// The `node` on PATH is too old for Pi.
+#[derive(Debug)]
+pub struct OldNode {
+    /// What `node --version` printed, when it did.
+    pub version: Option<String>,
 }
 
 /// A job's ending and the facts around it: what every output of a job is made from.

@@ -6,7 +6,7 @@
 
 mod end;
 
-pub use end::{Ended, JobEnd, PiLoss, Stop};
+pub use end::{Ended, JobEnd, OldNode, PiLoss, Stop};
 
 use std::time::{Duration, Instant};
 

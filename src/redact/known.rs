@@ -1,7 +1,11 @@
 //! The known-secret registry: values the runner knows to be secret (environment variables with
 //! secret names, keys resolved from Pi's `models.json` and `auth.json`) are masked wherever they
-//! appear, whatever their shape. The one piece of global state in `redact`: a process-wide list,
-//! held in memory only, never written, logged or printed. No I/O.
+//! appear, whatever their shape. The one piece of global state left in the runner, on purpose:
+//! masking must hold on every path that prints, including the tracing writer, the panic hook and
+//! text formatted deep inside a dependency's error, where no value can be passed — a registry
+//! threaded through arguments would leak on the one path that forgot it. It is append-only (a
+//! secret, once known, stays masked), bounded ([`MAX_FORMS`]), held in memory only, and never
+//! written, logged or printed. No I/O.
 
 use std::sync::{PoisonError, RwLock};
 

@@ -208,8 +208,8 @@ fn value_after(b: &[u8], from: usize, loose: Loose, authorization: bool) -> Opti
         }
     }
     j = skip_blanks(b, j);
-    if let Some(range) = quoted_value(b, j) {
-        return range;
+    if let Some(quoted) = quoted_value(b, j) {
+        return quoted.range();
     }
     if mask_at(b, j) {
         return None;
@@ -288,9 +288,24 @@ fn value_end(b: &[u8], j: usize, after_equals: bool) -> usize {
     end
 }
 
-/// A quoted value opening at `j` (the quote possibly JSON-escaped): `Some(range)` when a quote
-/// opens there (`None` inside for an empty pair), `None` when no quote opens there.
-pub(super) fn quoted_value(b: &[u8], j: usize) -> Option<Option<(usize, usize)>> {
+/// What opens at a position: a quoted value, or an empty pair of quotes.
+pub(super) enum Quoted {
+    Value(usize, usize),
+    Empty,
+}
+
+impl Quoted {
+    pub(super) fn range(self) -> Option<(usize, usize)> {
+        match self {
+            Quoted::Value(start, end) => Some((start, end)),
+            Quoted::Empty => None,
+        }
+    }
+}
+
+/// A quoted value opening at `j` (the quote possibly JSON-escaped); `None` when no quote opens
+/// there.
+pub(super) fn quoted_value(b: &[u8], j: usize) -> Option<Quoted> {
     let escaped = b.get(j) == Some(&b'\\') && matches!(b.get(j + 1), Some(b'"' | b'\''));
     let q = if escaped { j + 1 } else { j };
     let &quote @ (b'"' | b'\'') = b.get(q)? else {
@@ -303,7 +318,11 @@ pub(super) fn quoted_value(b: &[u8], j: usize) -> Option<Option<(usize, usize)>>
     if end == b.len() && b[start..end].ends_with(ELLIPSIS_UTF8) {
         end -= ELLIPSIS_UTF8.len();
     }
-    Some((end > start).then_some((start, end)))
+    Some(if end > start {
+        Quoted::Value(start, end)
+    } else {
+        Quoted::Empty
+    })
 }
 
 /// End of a quoted value starting at `start`: the partner quote (escaped quote if the value was
@@ -347,8 +366,8 @@ fn authorization_end(b: &[u8], start: usize, first_end: usize) -> usize {
         return first_end;
     }
     // A quoted credential after the scheme (`Bearer "…"`, JSON-escaped or not).
-    if let Some(range) = quoted_value(b, next) {
-        return range.map_or(first_end, |(_, end)| end);
+    if let Some(quoted) = quoted_value(b, next) {
+        return quoted.range().map_or(first_end, |(_, end)| end);
     }
     let second_end = token_end(b, next);
     if second_end == next {

@@ -211,8 +211,8 @@ fn bearer(b: &[u8], i: usize) -> Option<(usize, usize)> {
     if j == after_word {
         return None;
     }
-    if let Some(range) = named::quoted_value(b, j) {
-        return range;
+    if let Some(quoted) = named::quoted_value(b, j) {
+        return quoted.range();
     }
     let end = token_end(b, j);
     (end > j).then_some((j, end))

@@ -546,19 +546,28 @@ mod old {
         Unknown,
     }
 
-    /// `None` for a blank line, `Some(None)` for a malformed one.
-    pub fn decode(line: &[u8]) -> Option<Option<super::Incoming>> {
+    /// What the old decoder made of a line.
+    pub enum Decoded {
+        Blank,
+        Malformed,
+        Line(Box<super::Incoming>),
+    }
+
+    pub fn decode(line: &[u8]) -> Decoded {
         let line = line.strip_suffix(b"\n").unwrap_or(line);
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.iter().all(u8::is_ascii_whitespace) {
-            return None;
+            return Decoded::Blank;
         }
-        Some(match serde_json::from_slice::<Value>(line) {
+        match serde_json::from_slice::<Value>(line) {
             Ok(v) if v.is_object() && v.get("type").is_some_and(Value::is_string) => {
-                serde_json::from_value::<Incoming>(v).ok().map(new)
+                match serde_json::from_value::<Incoming>(v) {
+                    Ok(incoming) => Decoded::Line(Box::new(new(incoming))),
+                    Err(_) => Decoded::Malformed,
+                }
             }
-            _ => None,
-        })
+            _ => Decoded::Malformed,
+        }
     }
 
     fn message(m: Message) -> super::Message {
@@ -975,10 +984,15 @@ fn agrees_with_the_old_decoder(line: &[u8]) -> Result<(), TestCaseError> {
         // last (see `repeated_keys`). Pi never repeats a key; a mangled line can.
         return Ok(());
     }
-    prop_assert_eq!(new.is_none(), old.is_none(), "blank or not");
-    let (Some(new), Some(Some(mut old))) = (new, old) else {
+    prop_assert_eq!(
+        new.is_none(),
+        matches!(old, old::Decoded::Blank),
+        "blank or not"
+    );
+    let (Some(new), old::Decoded::Line(old)) = (new, old) else {
         return Ok(());
     };
+    let mut old = *old;
     let Some(mut new) = new else {
         return Err(TestCaseError::fail(
             "the old decoder read it, the new one did not",

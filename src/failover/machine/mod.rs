@@ -13,25 +13,48 @@
 //! every candidate is cooling down and waiting is allowed, the run waits for the first breaker
 //! to reopen and starts a new round.
 //!
-//! The state is kept in a few named parts, each replaced whole when its lifetime ends: what Pi
-//! reported ([`PiView`]), the failover round ([`Round`]), the attempt on the current model
-//! ([`AttemptState`]) and the command plumbing ([`Wire`]).
+//! The state is kept in a few named parts, each in its own module with private fields and the
+//! methods that keep its invariants: what Pi reported ([`PiView`]), the request and what was
+//! learned about it ([`Request`]), the shared health ([`SharedView`]), the failover round
+//! ([`Round`]), the attempt on the current model ([`AttemptState`]), the model in use
+//! ([`DispatchState`]), the command plumbing ([`Wire`]), the result ([`Tally`]) and every
+//! deadline ([`TimerTable`]). The round and the attempt are replaced whole when their lifetime
+//! ends. The behaviour is in `start.rs` (the start), `dispatch.rs` (reaching a model) and
+//! `judge.rs` (after a failure), all `impl Machine`.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::classify::{Classification, FailureClass, Observation, classify};
 use super::ending::Fatal;
 pub use super::state::{Action, Attempt, Config, Note, Options, Outcome};
-pub(super) use super::state::{
-    AttemptState, DispatchState, Phase, PiView, Plan, Redispatch, Request, Round, SharedView,
-    SwitchReason, Tag, Tally, Watch, Wire,
-};
+use super::state::{Phase, Plan, Redispatch, SwitchReason, Tag};
 use crate::catalog::ModelInfo;
 use crate::clock::Now;
 use crate::health::Health;
-use crate::rpc::pending::Pending;
-use crate::rpc::{Command, Disposition, ImageContent, Incoming, Message, Response, State};
+use crate::rpc::{Command, Disposition, ImageContent, Incoming, Message, Response};
+
+mod attempt;
+mod dispatch;
+mod dispatch_state;
+mod judge;
+mod pi_view;
+mod request;
+mod round;
+mod shared_view;
+mod start;
+mod tally;
+mod timers;
+mod wire;
+
+use attempt::AttemptState;
+use dispatch_state::DispatchState;
+use pi_view::PiView;
+use request::Request;
+use round::Round;
+use shared_view::SharedView;
+use tally::Tally;
+use timers::{Timer, TimerTable, Watchdog};
+use wire::Wire;
 
 /// Sent after a failure when tools already ran: the context keeps the finished tool work.
 pub const CONTINUATION_PROMPT: &str = "The previous model failed before finishing. Continue the \
@@ -51,29 +74,37 @@ pub const WAIT_POLL: Duration = Duration::from_millis(1000);
 pub const HEALTH_GRACE: Duration = Duration::from_millis(250);
 
 pub struct Machine {
-    pub(super) cfg: Config,
-    pub(super) opts: Options,
-    pub(super) pi: PiView,
-    pub(super) request: Request,
-    pub(super) shared: SharedView,
-    pub(super) round: Round,
-    pub(super) attempt: AttemptState,
-    pub(super) dispatch: DispatchState,
-    pub(super) wire: Wire,
-    pub(super) tally: Tally,
-    pub(super) phase: Phase,
-    /// When an abort was sent and Pi has not settled yet.
-    pub(super) aborting: Option<Instant>,
-    pub(super) plan: Option<Plan>,
-    pub(super) interrupted: bool,
+    cfg: Config,
+    opts: Options,
+    pi: PiView,
+    request: Request,
+    shared: SharedView,
+    round: Round,
+    attempt: AttemptState,
+    dispatch: DispatchState,
+    wire: Wire,
+    tally: Tally,
+    timers: TimerTable,
+    phase: Phase,
+    /// The decision taken on Pi's auto-retry, carried out once Pi settles.
+    plan: Option<Plan>,
+    interrupted: bool,
 }
 
 impl Machine {
-    pub fn new(cfg: Config, health: Health, prompt: String, images: Vec<ImageContent>) -> Machine {
-        Machine::with_options(cfg, health, prompt, images, Options::default())
+    /// A run that starts at `now`: its first commands are out at once.
+    pub fn new(
+        now: Now,
+        cfg: Config,
+        health: Health,
+        prompt: String,
+        images: Vec<ImageContent>,
+    ) -> Machine {
+        Machine::with_options(now, cfg, health, prompt, images, Options::default())
     }
 
     pub fn with_options(
+        now: Now,
         cfg: Config,
         health: Health,
         prompt: String,
@@ -81,49 +112,30 @@ impl Machine {
         options: Options,
     ) -> Machine {
         let fresh = options.fresh_session;
-        let health_pending = options.health_pending;
+        let loaded = !options.health_pending;
         let mut m = Machine {
-            wire: Wire {
-                pending: Pending::with_prefix(&options.id_prefix),
-                actions: VecDeque::new(),
-                queue: VecDeque::new(),
-                waiting: 0,
-                response_deadline: None,
-                last_now: None,
-            },
+            wire: Wire::new(&options.id_prefix),
+            shared: SharedView::new(health, loaded, cfg.cooldown_scale),
             cfg,
             opts: options,
             pi: PiView::default(),
-            request: Request {
-                prompt,
-                images,
-                avoided_families: BTreeMap::new(),
-                larger_context_than: None,
-            },
-            shared: SharedView {
-                health,
-                unconfirmed: VecDeque::new(),
-                record_seq: 0,
-                own_leases: Vec::new(),
-                loaded: !health_pending,
-                grace_until: None,
-            },
+            request: Request::new(prompt, images),
             round: Round::default(),
             attempt: AttemptState::default(),
             dispatch: DispatchState::default(),
             tally: Tally::default(),
+            timers: TimerTable::default(),
             phase: Phase::Starting,
-            aborting: None,
             plan: None,
             interrupted: false,
         };
         if fresh {
             // Pi switches sessions asynchronously: a command sent before this answer would
             // still reach the old session.
-            m.send(Command::NewSession, Tag::NewSession);
+            m.send(now, Command::NewSession, Tag::NewSession);
         } else {
-            m.send(Command::GetState, Tag::GetState);
-            m.send(Command::GetAvailableModels, Tag::Models);
+            m.send(now, Command::GetState, Tag::GetState);
+            m.send(now, Command::GetAvailableModels, Tag::Models);
         }
         m
     }
@@ -131,48 +143,35 @@ impl Machine {
     // ----- outputs --------------------------------------------------------------------------
 
     pub fn poll_action(&mut self) -> Option<Action> {
-        self.wire.actions.pop_front()
+        self.wire.poll_action()
     }
 
     /// The next instant at which `handle_timeout` must be called.
-    pub fn poll_deadline(&self) -> Option<Instant> {
+    pub fn poll_deadline(&self) -> Option<std::time::Instant> {
         if self.phase == Phase::Done {
             return None;
         }
-        let watch = match self.attempt.watch {
-            Watch::Off => None,
-            Watch::FirstResponse(t) | Watch::Stall(t) => Some(t),
-        };
-        let abort = self.aborting.map(|t| t + ABORT_GRACE);
-        let wait = match self.phase {
-            Phase::Waiting { next_check, .. } => Some(next_check),
-            _ => None,
-        };
-        let grace = self.shared.grace_until.filter(|_| !self.shared.loaded);
-        [watch, abort, self.wire.response_deadline, wait, grace]
-            .into_iter()
-            .flatten()
-            .min()
+        self.timers.next_timeout()
     }
 
     pub fn outcome(&self) -> Option<&Outcome> {
-        self.tally.outcome.as_ref()
+        self.tally.outcome()
     }
 
     pub fn attempts(&self) -> &[Attempt] {
-        &self.tally.attempts
+        self.tally.attempts()
     }
 
     pub fn switches(&self) -> u32 {
-        self.tally.switches
+        self.tally.switches()
     }
 
     pub fn current(&self) -> Option<&ModelInfo> {
-        self.dispatch.current.as_ref()
+        self.dispatch.current()
     }
 
     /// Waiting for a breaker to reopen (for the live status line).
-    pub fn waiting_until(&self) -> Option<Instant> {
+    pub fn waiting_until(&self) -> Option<std::time::Instant> {
         match self.phase {
             Phase::Waiting { until, .. } => Some(until),
             _ => None,
@@ -182,44 +181,49 @@ impl Machine {
     /// The attempt still under way when the run ended without judging it (interrupt, deadline,
     /// Pi died): its model and how long it ran. `failure` is left for the caller to fill in.
     pub fn open_attempt(&self, now: Now) -> Option<Attempt> {
-        if !self.attempt.open {
+        if !self.attempt.is_open() {
             return None;
         }
-        let model = self.dispatch.current.as_ref()?.key();
+        let model = self.dispatch.current()?.key();
         Some(Attempt {
             model,
             failure: None,
             error: None,
-            duration_ms: self.attempt_ms(now),
-            usage: self.attempt.usage,
+            duration_ms: self.attempt.ms(now.instant),
+            usage: self.attempt.usage(),
         })
     }
 
     /// The model Pi was on when this run started (before any switch).
     pub fn pi_model(&self) -> Option<&ModelInfo> {
-        self.pi.pi_model.as_ref()
+        self.pi.pi_model()
     }
 
     /// The model this run chose to start from (`provider/id`): the next job on the same Pi
     /// starts from it again.
     pub fn start_model(&self) -> Option<&str> {
-        self.dispatch.start_key.as_deref()
+        self.dispatch.start_key()
     }
 
     /// Every model Pi said it can use (for pruning health records of models it no longer lists).
     pub fn registry(&self) -> &[ModelInfo] {
-        &self.pi.registry
+        self.pi.registry()
     }
 
     /// Models tried this run, in the order they failed.
     pub fn tried(&self) -> Vec<String> {
-        let mut seen = BTreeSet::new();
+        let mut seen = std::collections::BTreeSet::new();
         self.tally
-            .attempts
+            .attempts()
             .iter()
             .filter(|a| a.failure.is_some() && seen.insert(a.model.clone()))
             .map(|a| a.model.clone())
             .collect()
+    }
+
+    /// This run's view of shared health.
+    pub fn health(&self) -> &Health {
+        self.shared.health()
     }
 
     // ----- inputs ---------------------------------------------------------------------------
@@ -228,80 +232,65 @@ impl Machine {
     /// run's record `seq`. Records emitted since are not in it yet and are applied again, so the
     /// view never goes back in time.
     pub fn handle_health(&mut self, seq: u64, health: Health) {
-        self.shared.health = health;
-        while self
-            .shared
-            .unconfirmed
-            .front()
-            .is_some_and(|(s, _)| *s <= seq)
-        {
-            self.shared.unconfirmed.pop_front();
-        }
-        for (_, delta) in &self.shared.unconfirmed {
-            self.shared.health.apply(delta, self.cfg.cooldown_scale);
-        }
+        self.shared.merge(seq, health);
     }
 
     /// The store's health for the start of the run (see `Options::health_pending`).
     pub fn handle_health_loaded(&mut self, now: Now, health: Health) {
-        self.handle_health(0, health);
-        if !self.shared.loaded {
-            self.shared.loaded = true;
+        self.shared.merge(0, health);
+        if self.shared.mark_loaded() {
+            self.timers.stop(Timer::HealthGrace);
             self.maybe_start(now);
         }
     }
 
     /// Shared health re-read while waiting for a breaker to reopen.
     pub fn handle_health_reloaded(&mut self, now: Now, health: Health) {
-        self.handle_health(0, health);
+        self.shared.merge(0, health);
         if matches!(self.phase, Phase::Waiting { .. }) {
             self.wake(now);
         }
     }
 
     pub fn handle_incoming(&mut self, now: Now, msg: Incoming) {
-        self.wire.last_now = Some(now.instant);
         if self.phase == Phase::Done {
             return;
         }
         match msg {
             Incoming::Response(r) => self.on_response(now, r),
             Incoming::AgentStart | Incoming::TurnStart
-                if self.attempt.tools_running == 0
-                    && !self.interrupted
-                    && self.aborting.is_none() =>
+                if self.attempt.tools_idle() && !self.interrupted && !self.aborting() =>
             {
                 // abort_retry only cancels Pi's backoff sleep; a retry already under way runs
                 // on, and is watched like any attempt.
                 if self.phase == Phase::Settling {
                     self.phase = Phase::Running;
                 }
-                self.attempt.watch = Watch::FirstResponse(now.instant + self.cfg.first_response);
+                self.timers.watch(
+                    Watchdog::FirstResponse,
+                    now.instant + self.cfg.first_response,
+                );
             }
             Incoming::MessageStart { message } if message.role == "assistant" => {
                 self.progress(now);
             }
             Incoming::MessageUpdate {} => self.progress(now),
             Incoming::MessageEnd { message } if message.role == "assistant" => {
-                self.dispatch.last_seq += 1;
-                if let Some(usage) = &message.usage {
-                    self.attempt.usage.add(usage);
-                }
-                self.attempt.last_assistant = Some(message);
+                self.dispatch.assistant_seen();
+                self.attempt.assistant_ended(message);
                 self.progress(now);
             }
             Incoming::ToolExecutionStart {} => {
-                self.attempt.tools_running += 1;
-                self.attempt.watch = Watch::Off;
+                self.attempt.tool_started();
+                self.timers.stop_watchdogs();
             }
             Incoming::ToolExecutionEnd {} => {
-                self.attempt.tools_running = self.attempt.tools_running.saturating_sub(1);
-                self.attempt.tools_since_prompt = true;
-                if self.attempt.tools_running == 0 {
+                let idle = self.attempt.tool_ended();
+                if idle {
                     self.progress(now);
                 }
             }
-            Incoming::CompactionStart {} => self.attempt.watch = Watch::Off,
+            Incoming::CompactionStart {} => self.timers.stop_watchdogs(),
             Incoming::CompactionEnd {} => self.progress(now),
             Incoming::AutoRetryStart {
                 error_message,
@@ -313,6 +302,7 @@ impl Machine {
                 // Dialogs wait for a human; there is none in a headless run.
                 if matches!(method.as_str(), "select" | "confirm" | "input" | "editor") {
                     self.send(
+                        now,
                         Command::ExtensionUiResponse {
                             id,
                             cancelled: true,
@@ -325,19 +315,11 @@ impl Machine {
         }
     }
 
-    /// Call once, right after creating the machine: starts the clock on Pi's first answer.
-    pub fn handle_start(&mut self, now: Now) {
-        self.wire.last_now = Some(now.instant);
-        if self.wire.waiting > 0 {
-            self.wire.response_deadline = Some(now.instant + RESPONSE_TIMEOUT);
-        }
-    }
-
     pub fn handle_timeout(&mut self, now: Now) {
-        self.wire.last_now = Some(now.instant);
-        if !self.shared.loaded && self.shared.grace_until.is_some_and(|t| now.instant >= t) {
+        if self.timers.expired(Timer::HealthGrace, now.instant) {
             // The store is slow: start with what this process knows rather than fall behind.
-            self.shared.loaded = true;
+            self.timers.stop(Timer::HealthGrace);
+            self.shared.mark_loaded();
             self.note(
                 Note::Detail,
                 "shared health did not arrive in time; starting with what this process knows"
@@ -345,54 +327,38 @@ impl Machine {
             );
             self.maybe_start(now);
         }
-        if self
-            .wire
-            .response_deadline
-            .is_some_and(|t| now.instant >= t)
-        {
+        if self.timers.expired(Timer::Response, now.instant) {
             self.finish(Outcome::Fatal(Fatal::Unresponsive {
                 secs: RESPONSE_TIMEOUT.as_secs(),
             }));
             return;
         }
-        if let Some(since) = self.aborting
-            && now.instant >= since + ABORT_GRACE
-        {
+        if self.timers.expired(Timer::Abort, now.instant) {
             self.finish(Outcome::Fatal(Fatal::AbortIgnored {
                 secs: ABORT_GRACE.as_secs(),
             }));
             return;
         }
-        if let Phase::Waiting {
-            mode,
-            until,
-            next_check,
-        } = self.phase
-        {
-            if now.instant >= next_check {
+        if matches!(self.phase, Phase::Waiting { .. }) {
+            if self.timers.expired(Timer::WaitCheck, now.instant) {
                 // Checked again once the re-read health arrives.
-                self.phase = Phase::Waiting {
-                    mode,
-                    until,
-                    next_check: now.instant + WAIT_POLL,
-                };
-                self.wire.actions.push_back(Action::ReloadHealth);
+                self.timers.set(Timer::WaitCheck, now.instant + WAIT_POLL);
+                self.wire.push(Action::ReloadHealth);
             }
             return;
         }
-        let expired = match self.attempt.watch {
-            Watch::FirstResponse(t) | Watch::Stall(t) => now.instant >= t,
-            Watch::Off => false,
+        let Some((watchdog, at)) = self.timers.watchdog() else {
+            return;
         };
-        if !expired || !matches!(self.phase, Phase::Running | Phase::Settling) {
+        if now.instant < at || !matches!(self.phase, Phase::Running | Phase::Settling) {
             return;
         }
-        let (which, ms) = match self.attempt.watch {
-            Watch::FirstResponse(_) => ("no first response", self.cfg.first_response),
-            _ => ("no stream progress", self.cfg.stall),
+        let (which, ms) = match watchdog {
+            Watchdog::FirstResponse => ("no first response", self.cfg.first_response),
+            Watchdog::Stall => ("no stream progress", self.cfg.stall),
         };
-        self.attempt.watch = Watch::Off;
-        self.attempt.watchdog_fired = true;
+        self.timers.stop_watchdogs();
+        self.attempt.watchdog_fired();
         self.note(
             Note::Detail,
             format!("watchdog: {which} for {} ms; aborting", ms.as_millis()),
@@ -406,7 +372,7 @@ impl Machine {
             return;
         }
         self.interrupted = true;
-        self.attempt.watch = Watch::Off;
+        self.timers.stop_watchdogs();
         match self.phase {
             Phase::Running | Phase::Settling => self.abort(now),
             _ => self.finish(Outcome::Aborted),
@@ -424,7 +390,7 @@ impl Machine {
             return;
         };
         if granted {
-            self.shared.own_leases.push(target);
+            self.shared.hold_lease(target);
             // Another of the model's breakers may be half-open too.
             self.go_to(now, model, mode, reason);
         } else {
@@ -432,21 +398,9 @@ impl Machine {
                 Note::Detail,
                 format!("skip {}: another run is probing it ({target})", model.key()),
             );
-            // Our cached health may not show the other run's lease yet: note it locally (not
-            // recorded), so a job out of candidates waits for that probe instead of giving up.
-            if let Some(r) = self
-                .shared
-                .health
-                .records_mut(target.scope)
-                .and_then(|m| m.get_mut(&target.key))
-                && !r.leased(now.wall_ms)
-            {
-                r.lease_until = Some(
-                    now.wall_ms
-                        .saturating_add(crate::health::cooldown::PROBE_LEASE_MS),
-                );
-            }
-            self.round.tried.insert(model.key());
+            // Our cached health may not show the other run's lease yet.
+            self.shared.note_foreign_lease(&target, now.wall_ms);
+            self.round.mark_tried(model.key());
             self.choose_and_switch(now, mode, reason);
         }
     }
@@ -454,14 +408,7 @@ impl Machine {
     // ----- responses ------------------------------------------------------------------------
 
     fn on_response(&mut self, now: Now, r: Response) {
-        let tag = self.wire.pending.resolve(&r);
-        if tag.as_ref().is_some_and(Tag::awaited) {
-            self.wire.waiting = self.wire.waiting.saturating_sub(1);
-            if self.wire.waiting == 0 {
-                self.wire.response_deadline = None;
-            }
-        }
-        let Some(tag) = tag else {
+        let Some(tag) = self.wire.resolve(&mut self.timers, &r) else {
             if r.command == "parse" && !r.success {
                 self.finish(Outcome::Fatal(Fatal::Unparsed(r.error.unwrap_or_default())));
             }
@@ -469,20 +416,9 @@ impl Machine {
         };
         match tag {
             Tag::GetState => {
-                self.pi.state_seen = true;
-                if let Some(State {
-                    model,
-                    thinking_level,
-                }) = r.state()
-                {
-                    // With no level asked for, a reasoning start model shows the user's default
-                    // level; it is set again after switches, since Pi keeps a level clamped to
-                    // "off" by a non-reasoning model in between.
-                    if self.opts.thinking.is_none() && model.reasoning {
-                        self.pi.thinking_default = thinking_level;
-                    }
-                    self.pi.pi_model = Some(model.clone());
-                    self.dispatch.current = Some(model);
+                let keep_level = self.opts.thinking.is_none();
+                if let Some(model) = self.pi.on_state(r.state(), keep_level) {
+                    self.dispatch.set_current(model);
                 }
                 self.maybe_start(now);
             }
@@ -492,13 +428,7 @@ impl Machine {
                         r.error.unwrap_or_default(),
                     )));
                 }
-                let mut seen = BTreeSet::new();
-                self.pi.registry = r
-                    .models()
-                    .into_iter()
-                    .filter(|m| seen.insert(m.key()))
-                    .collect();
-                self.pi.models_seen = true;
+                self.pi.on_models(r.models());
                 self.maybe_start(now);
             }
             Tag::Prompt => {
@@ -509,24 +439,23 @@ impl Machine {
                     return self.finish(Outcome::Fatal(Fatal::HandledByExtension));
                 }
                 self.phase = Phase::Running;
-                self.attempt.started = Some(now.instant);
-                self.attempt.open = true;
-                if self.round.started.is_none() {
-                    self.round.started = Some(now.instant);
+                self.attempt.opened(now.instant);
+                self.round.prompted(now.instant);
+                if !self.timers.is_set(Timer::Stall) {
+                    self.timers.watch(
+                        Watchdog::FirstResponse,
+                        now.instant + self.cfg.first_response,
+                    );
                 }
-                if !matches!(self.attempt.watch, Watch::Stall(_)) {
-                    self.attempt.watch =
-                        Watch::FirstResponse(now.instant + self.cfg.first_response);
-                }
-                self.run_queue();
+                self.run_queue(now);
             }
             Tag::SetModel(model) => {
                 if r.success {
                     self.switch_done(now, &model);
-                    self.dispatch.current = Some(model);
-                    self.run_queue();
+                    self.dispatch.set_current(model);
+                    self.run_queue(now);
                 } else {
-                    self.dispatch.pending_switch = None;
+                    self.dispatch.switch_refused();
                     // Pi refused the model: a model-scope failure of that candidate.
                     let error = format!(
                         "Pi refused model selection: {}",
@@ -545,26 +474,23 @@ impl Machine {
                     );
                     // Drop the queued prompt and choose again. Any fork already happened, so
                     // the next candidate only needs set_model + prompt.
-                    self.wire.queue.clear();
+                    self.wire.clear_queue();
                     let mode = self.redispatch_mode(false);
                     self.choose_and_switch(now, mode, SwitchReason::Failure(FailureClass::Model));
                 }
             }
-            Tag::ForkMessages => {
-                let last = r.fork_messages().pop();
-                match last {
-                    Some(entry) if r.success => {
-                        self.wire.queue.push_front(Command::Fork {
-                            entry_id: entry.entry_id,
-                        });
-                        self.run_queue();
-                    }
-                    _ => self.finish(Outcome::Fatal(Fatal::NoForkMessage)),
+            Tag::ForkMessages => match r.fork_messages().pop() {
+                Some(entry) if r.success => {
+                    self.wire.queue_first(Command::Fork {
+                        entry_id: entry.entry_id,
+                    });
+                    self.run_queue(now);
                 }
-            }
+                _ => self.finish(Outcome::Fatal(Fatal::NoForkMessage)),
+            },
             Tag::Fork => {
                 if r.success && !r.cancelled() {
-                    self.run_queue();
+                    self.run_queue(now);
                 } else {
                     self.finish(Outcome::Fatal(Fatal::ForkFailed(
                         r.error.unwrap_or_else(|| "cancelled".to_string()),
@@ -577,11 +503,11 @@ impl Machine {
                         r.error.unwrap_or_else(|| "cancelled".to_string()),
                     )));
                 }
-                self.send(Command::GetState, Tag::GetState);
-                self.send(Command::GetAvailableModels, Tag::Models);
+                self.send(now, Command::GetState, Tag::GetState);
+                self.send(now, Command::GetAvailableModels, Tag::Models);
             }
             // A level the model cannot take is Pi's to clamp; the run goes on either way.
-            Tag::Thinking => self.run_queue(),
+            Tag::Thinking => self.run_queue(now),
             Tag::Abort | Tag::AbortRetry | Tag::Other => {}
         }
     }
@@ -596,7 +522,7 @@ impl Machine {
             watchdog: false,
             user_abort: false,
         });
-        match self.dispatch.current.clone() {
+        match self.dispatch.current().cloned() {
             Some(current) if verdict.class == FailureClass::Auth && !self.interrupted => {
                 let plan = self.judge(now, &current, verdict, &error);
                 // Nothing reached the session, so there is nothing to fork away from.
@@ -609,24 +535,29 @@ impl Machine {
 
     // ----- the run --------------------------------------------------------------------------
 
+    /// Our abort is out and Pi has not settled yet.
+    fn aborting(&self) -> bool {
+        self.timers.is_set(Timer::Abort)
+    }
+
     fn progress(&mut self, now: Now) {
-        if self.attempt.tools_running == 0 && !self.interrupted && self.aborting.is_none() {
-            self.attempt.watch = Watch::Stall(now.instant + self.cfg.stall);
+        if self.attempt.tools_idle() && !self.interrupted && !self.aborting() {
+            self.timers
+                .watch(Watchdog::Stall, now.instant + self.cfg.stall);
         }
     }
 
     fn on_auto_retry(&mut self, now: Now, error_message: &str, delay_ms: u64) {
-        self.attempt.watch = Watch::Off;
+        self.timers.stop_watchdogs();
         if self.phase != Phase::Running || self.interrupted {
             return;
         }
-        let Some(current) = self.dispatch.current.clone() else {
+        let Some(current) = self.dispatch.current().cloned() else {
             return;
         };
         let error = self
             .attempt
-            .last_assistant
-            .as_ref()
+            .last_assistant()
             .and_then(|m| m.error_message.clone())
             .filter(|e| !e.is_empty())
             .unwrap_or_else(|| error_message.to_string());
@@ -636,13 +567,13 @@ impl Machine {
             watchdog: false,
             user_abort: false,
         });
-        self.dispatch.judged_seq = self.dispatch.last_seq;
+        self.dispatch.judged();
         let plan = self.judge(now, &current, verdict, &error);
         match plan {
             Plan::Exhaust(_) if self.round_expired(now) => {
                 self.plan = Some(Plan::Exhaust(self.round_expired_reason()));
                 self.phase = Phase::Settling;
-                self.send(Command::AbortRetry, Tag::AbortRetry);
+                self.send(now, Command::AbortRetry, Tag::AbortRetry);
             }
             Plan::Exhaust(_) => {
                 // Nowhere else to go: let Pi's own retry try the same model again.
@@ -656,7 +587,7 @@ impl Machine {
                 );
                 self.plan = None;
             }
-            Plan::RetrySame if self.attempt.tools_since_prompt => {
+            Plan::RetrySame if self.attempt.tools_since_prompt() => {
                 // Pi's own retry re-sends the exact conversation, tool results included; ours
                 // would have to add a continuation prompt. Worth its short backoff.
                 self.note(
@@ -673,38 +604,40 @@ impl Machine {
                 // goes out before the failure is persisted: Pi's backoff is short.
                 self.plan = Some(plan);
                 self.phase = Phase::Settling;
-                self.send(Command::AbortRetry, Tag::AbortRetry);
-                if let Some(send) = self.wire.actions.pop_back() {
-                    self.wire.actions.push_front(send);
-                }
+                self.wire.send_first(
+                    now.instant,
+                    &mut self.timers,
+                    Command::AbortRetry,
+                    Tag::AbortRetry,
+                );
             }
         }
     }
 
     fn on_settled(&mut self, now: Now) {
-        self.attempt.watch = Watch::Off;
-        self.aborting = None;
-        self.attempt.tools_running = 0;
+        self.timers.stop_watchdogs();
+        self.timers.stop(Timer::Abort);
+        self.attempt.settled();
         if self.interrupted {
             return self.finish(Outcome::Aborted);
         }
         if !matches!(self.phase, Phase::Running | Phase::Settling) {
             return;
         }
-        let Some(current) = self.dispatch.current.clone() else {
+        let Some(current) = self.dispatch.current().cloned() else {
             return self.finish(Outcome::Fatal(Fatal::NoModel));
         };
-        let message = self.attempt.last_assistant.clone().unwrap_or_default();
+        let message = self.attempt.last_assistant().cloned().unwrap_or_default();
         let stop = message.stop_reason.clone().unwrap_or_default();
         let text = message.text();
-        let fresh = self.dispatch.last_seq > self.dispatch.judged_seq;
+        let fresh = self.dispatch.fresh_message();
         if fresh && matches!(stop.as_str(), "stop" | "length") && !text.trim().is_empty() {
             return self.succeed(now, current, text.trim().to_string());
         }
         let plan = match self.plan.take() {
             Some(plan) if !fresh => plan,
             _ => {
-                self.dispatch.judged_seq = self.dispatch.last_seq;
+                self.dispatch.judged();
                 let (verdict, error) = self.verdict_on(&message, &stop);
                 self.judge(now, &current, verdict, &error)
             }
@@ -714,8 +647,7 @@ impl Machine {
 
     /// The classification of a settled attempt that did not answer.
     fn verdict_on(&mut self, message: &Message, stop: &str) -> (Classification, String) {
-        if self.attempt.watchdog_fired {
-            self.attempt.watchdog_fired = false;
+        if self.attempt.take_watchdog_fired() {
             let error = "watchdog: the model stopped responding".to_string();
             let v = classify(&Observation {
                 error_message: &error,
@@ -726,7 +658,7 @@ impl Machine {
             return (v, error);
         }
         if matches!(stop, "stop" | "length") {
-            self.attempt.empty_answer = true;
+            self.attempt.answered_empty();
             let v = Classification {
                 class: FailureClass::Unknown,
                 scope: super::classify::Scope::Model,
@@ -755,45 +687,31 @@ impl Machine {
         (v, error)
     }
 
-    pub(super) fn attempt_ms(&self, now: Now) -> u64 {
-        self.attempt.started.map_or(0, |t| {
-            u64::try_from(now.instant.saturating_duration_since(t).as_millis()).unwrap_or(u64::MAX)
-        })
-    }
-
-    pub(super) fn abort(&mut self, now: Now) {
-        if self.aborting.is_none() {
-            self.aborting = Some(now.instant);
-            self.send(Command::Abort, Tag::Abort);
+    fn abort(&mut self, now: Now) {
+        if !self.aborting() {
+            self.timers.set(Timer::Abort, now.instant + ABORT_GRACE);
+            self.send(now, Command::Abort, Tag::Abort);
         }
     }
 
-    pub(super) fn send(&mut self, command: Command, tag: Tag) {
-        if tag.awaited() {
-            self.wire.waiting += 1;
-            if self.wire.response_deadline.is_none() {
-                self.wire.response_deadline = self.wire.last_now.map(|t| t + RESPONSE_TIMEOUT);
-            }
-        }
-        let id = self.wire.pending.register(tag);
-        self.wire.actions.push_back(Action::Send { id, command });
+    fn send(&mut self, now: Now, command: Command, tag: Tag) {
+        self.wire.send(now.instant, &mut self.timers, command, tag);
     }
 
-    pub(super) fn note(&mut self, note: Note, line: String) {
-        self.wire.actions.push_back(Action::Progress { line, note });
+    fn note(&mut self, note: Note, line: String) {
+        self.wire.push(Action::Progress { line, note });
     }
 
-    pub(super) fn finish(&mut self, outcome: Outcome) {
+    fn finish(&mut self, outcome: Outcome) {
         if self.phase == Phase::Done {
             return;
         }
         self.phase = Phase::Done;
-        self.attempt.watch = Watch::Off;
-        self.tally.outcome = Some(outcome.clone());
-        self.wire.actions.push_back(Action::Finish(outcome));
+        self.timers.stop_all();
+        self.tally.finish(outcome.clone());
+        self.wire.push(Action::Finish(outcome));
     }
 }
 
 #[cfg(test)]
-#[path = "machine_tests.rs"]
 mod tests;

@@ -58,24 +58,31 @@ impl H {
     }
 
     fn with(cfg: Config, health: Health, images: Vec<ImageContent>) -> H {
-        Self::from_machine(Machine::new(cfg, health, "Summarise.".into(), images))
+        Self::from_machine(|now| Machine::new(now, cfg, health, "Summarise.".into(), images))
     }
 
     fn with_options(options: Options) -> H {
-        Self::from_machine(Machine::with_options(
-            cfg(),
-            Health::default(),
-            "Summarise.".into(),
-            vec![],
-            options,
-        ))
+        Self::from_machine(|now| {
+            Machine::with_options(
+                now,
+                cfg(),
+                Health::default(),
+                "Summarise.".into(),
+                vec![],
+                options,
+            )
+        })
     }
 
     /// Wraps a machine; its first commands are in the log, not yet returned by `sent()`.
-    fn from_machine(m: Machine) -> H {
+    fn from_machine(build: impl FnOnce(Now) -> Machine) -> H {
+        let base = crate::clock::now().instant;
         let mut h = H {
-            m,
-            base: crate::clock::now().instant,
+            m: build(Now {
+                instant: base,
+                wall_ms: 10_000_000,
+            }),
+            base,
             t: 0,
             log: Vec::new(),
             cursor: 0,
@@ -817,7 +824,7 @@ fn a_probe_that_fails_in_another_scope_gives_its_lease_back() {
         }),
         "{deltas:?}"
     );
-    assert_eq!(h.m.shared.health.providers["b"].lease_until, None);
+    assert_eq!(h.m.health().providers["b"].lease_until, None);
 }
 
 #[test]
@@ -1002,7 +1009,6 @@ fn the_thinking_level_is_sent_again_after_every_switch() {
 #[test]
 fn a_pi_that_never_answers_is_a_clear_error_not_a_hang() {
     let mut h = H::new(Health::default(), vec![]);
-    h.m.handle_start(h.now());
     assert_eq!(
         h.m.poll_deadline(),
         Some(h.now().instant + RESPONSE_TIMEOUT)
@@ -1021,7 +1027,6 @@ fn a_pi_that_never_answers_is_a_clear_error_not_a_hang() {
 #[test]
 fn the_response_deadline_clears_once_everything_is_answered() {
     let mut h = H::new(Health::default(), vec![]);
-    h.m.handle_start(h.now());
     let sent = h.start(model("a", "m1", false, 128_000), pool());
     assert_eq!(
         h.m.poll_deadline(),
@@ -1345,13 +1350,16 @@ fn an_empty_glob_scope_lists_the_closest_models_first() {
 /// A run with `edit`ed config and `opts` whose Pi is on `a/<pi_on>`, up to its first prompt;
 /// with the commands it sent after reading Pi's state and models.
 fn first_dispatch(edit: impl FnOnce(&mut Config), opts: Options, pi_on: &str) -> (H, Vec<String>) {
-    let mut h = H::from_machine(Machine::with_options(
-        cfg_with(edit),
-        Health::default(),
-        "Summarise.".into(),
-        vec![],
-        opts,
-    ));
+    let mut h = H::from_machine(|now| {
+        Machine::with_options(
+            now,
+            cfg_with(edit),
+            Health::default(),
+            "Summarise.".into(),
+            vec![],
+            opts,
+        )
+    });
     let sent = h.start(model("a", pi_on, false, 128_000), pool());
     h.complete_redispatch(sent);
     let commands = h.commands()[2..].to_vec();
@@ -1520,16 +1528,19 @@ fn with_waiting_a_run_waits_for_the_first_breaker_to_reopen_then_resumes() {
     cooling(&mut health, "b", FailureClass::RateLimit, t0 - 1000);
     let c = cfg_with(|c| c.wait = true);
     let base = crate::clock::now().instant;
-    let mut h = H::from_machine(Machine::with_options(
-        c,
-        health.clone(),
-        "Summarise.".into(),
-        vec![],
-        Options {
-            deadline: Some(base + Duration::from_secs(3600)),
-            ..Options::default()
-        },
-    ));
+    let mut h = H::from_machine(|now| {
+        Machine::with_options(
+            now,
+            c,
+            health.clone(),
+            "Summarise.".into(),
+            vec![],
+            Options {
+                deadline: Some(base + Duration::from_secs(3600)),
+                ..Options::default()
+            },
+        )
+    });
     h.base = base;
     let sent = h.start(model("a", "m1", false, 128_000), two_providers());
     assert!(sent.is_empty());
@@ -1572,16 +1583,19 @@ fn a_waiting_run_denied_the_probe_keeps_waiting_for_the_other_runs_probe() {
     cooling(&mut health, "b", FailureClass::RateLimit, t0 - 400_000);
     let c = cfg_with(|c| c.wait = true);
     let base = crate::clock::now().instant;
-    let mut h = H::from_machine(Machine::with_options(
-        c,
-        health.clone(),
-        "Summarise.".into(),
-        vec![],
-        Options {
-            deadline: Some(base + Duration::from_secs(60)),
-            ..Options::default()
-        },
-    ));
+    let mut h = H::from_machine(|now| {
+        Machine::with_options(
+            now,
+            c,
+            health.clone(),
+            "Summarise.".into(),
+            vec![],
+            Options {
+                deadline: Some(base + Duration::from_secs(60)),
+                ..Options::default()
+            },
+        )
+    });
     h.base = base;
     let ids: Vec<String> = h.initial().into_iter().map(|(id, _)| id).collect();
     h.respond(
@@ -1629,16 +1643,19 @@ fn without_waiting_or_past_the_deadline_the_run_ends_with_a_retry_hint() {
     for (wait, deadline_s) in [(false, 3600), (true, 60)] {
         let c = cfg_with(|c| c.wait = wait);
         let base = crate::clock::now().instant;
-        let mut h = H::from_machine(Machine::with_options(
-            c,
-            health.clone(),
-            "Summarise.".into(),
-            vec![],
-            Options {
-                deadline: Some(base + Duration::from_secs(deadline_s)),
-                ..Options::default()
-            },
-        ));
+        let mut h = H::from_machine(|now| {
+            Machine::with_options(
+                now,
+                c,
+                health.clone(),
+                "Summarise.".into(),
+                vec![],
+                Options {
+                    deadline: Some(base + Duration::from_secs(deadline_s)),
+                    ..Options::default()
+                },
+            )
+        });
         h.base = base;
         h.start(model("a", "m1", false, 128_000), two_providers());
         let Outcome::Exhausted { retry, .. } = h.outcome() else {
@@ -1764,13 +1781,9 @@ fn explain_ranks_and_excludes_without_sending_anything() {
         explain: true,
         ..Options::default()
     };
-    let mut h = H::from_machine(Machine::with_options(
-        c,
-        health,
-        "Summarise.".into(),
-        vec![],
-        opts,
-    ));
+    let mut h = H::from_machine(|now| {
+        Machine::with_options(now, c, health, "Summarise.".into(), vec![], opts)
+    });
     let sent = h.start(model("a", "m1", false, 128_000), pool());
     assert!(sent.is_empty());
     let Outcome::Explained(e) = h.outcome() else {
@@ -1873,7 +1886,7 @@ fn health_that_arrives_in_time_decides_the_start() {
 /// check (four characters a token was 2.5× low: a 1,293-character report showed ~338).
 #[test]
 fn cjk_text_counts_a_token_per_character() {
-    use crate::failover::start::estimate_tokens;
+    use crate::failover::tokens::estimate_tokens;
     assert_eq!(estimate_tokens("abcd"), 1);
     assert_eq!(estimate_tokens("abcde"), 2);
     assert_eq!(estimate_tokens("季度收入增长"), 6);

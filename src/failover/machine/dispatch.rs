@@ -1,8 +1,9 @@
 //! Getting the request to a model: probe leases, `set_model`, the fork or continuation that
 //! re-dispatches the request, the command queue, and the success that ends the run.
 
-use super::machine::{
-    AttemptState, CONTINUATION_PROMPT, Machine, Note, Outcome, Phase, Redispatch, SwitchReason, Tag,
+use super::{
+    Action, Attempt, AttemptState, CONTINUATION_PROMPT, Machine, Note, Outcome, Phase, Redispatch,
+    SwitchReason, Tag,
 };
 use crate::catalog::ModelInfo;
 use crate::clock::Now;
@@ -20,27 +21,20 @@ impl Machine {
         mode: Redispatch,
         reason: SwitchReason,
     ) {
-        if let Some(target) =
-            self.shared
-                .health
-                .needs_probe(&model, now.wall_ms, &self.shared.own_leases)
-        {
+        if let Some(target) = self.shared.needs_probe(&model, now.wall_ms) {
             self.phase = Phase::Claiming {
                 model,
                 mode,
                 reason,
                 target: target.clone(),
             };
-            self.wire
-                .actions
-                .push_back(super::machine::Action::ClaimProbe { target });
+            self.wire.push(Action::ClaimProbe { target });
         } else if self
             .dispatch
-            .current
-            .as_ref()
+            .current()
             .is_some_and(|c| c.key() == model.key())
         {
-            self.start_redispatch(mode, None);
+            self.start_redispatch(now, mode, None);
         } else {
             self.switch_to(now, model, mode, reason);
         }
@@ -49,8 +43,7 @@ impl Machine {
     fn switch_to(&mut self, now: Now, next: ModelInfo, mode: Redispatch, reason: SwitchReason) {
         let from = self
             .dispatch
-            .current
-            .as_ref()
+            .current()
             .map(ModelInfo::key)
             .unwrap_or_else(|| "?".to_string());
         // Counted, logged and announced once Pi has accepted the model (set_model may fail).
@@ -60,23 +53,20 @@ impl Machine {
             to: next.key(),
             reason: reason.as_str().to_string(),
         };
-        self.dispatch.pending_switch = Some((entry, reason));
-        self.start_redispatch(mode, Some(next));
+        self.dispatch.begin_switch(entry, reason);
+        self.start_redispatch(now, mode, Some(next));
     }
 
     /// Pi accepted `model`: if that completes a switch, record it.
     pub(super) fn switch_done(&mut self, now: Now, model: &ModelInfo) {
-        let Some((entry, reason)) = self.dispatch.pending_switch.take() else {
+        let Some((entry, reason)) = self.dispatch.switch_accepted(model) else {
             return;
         };
-        if entry.to != model.key() {
-            return;
-        }
         self.note(
             Note::Switch,
             format!("switch {} → {} ({})", entry.from, entry.to, entry.reason),
         );
-        self.tally.switches += 1;
+        self.tally.switched();
         // Skipping a start model already known to be dead is not news for the shared log
         // (a batch would otherwise write one entry per job).
         if reason == SwitchReason::Unhealthy {
@@ -85,70 +75,69 @@ impl Machine {
             self.record(Delta::Switch(entry));
         }
         // The round window restarts at each successful switch.
-        if self.round.started.is_some() {
-            self.round.started = Some(now.instant);
-        }
+        self.round.switched(now.instant);
     }
 
     /// Sends the request to the current model (after `next` is set, when given): a new attempt.
-    pub(super) fn start_redispatch(&mut self, mode: Redispatch, next: Option<ModelInfo>) {
-        self.wire.queue.clear();
+    pub(super) fn start_redispatch(&mut self, now: Now, mode: Redispatch, next: Option<ModelInfo>) {
         self.phase = Phase::Dispatching;
         self.attempt = AttemptState::default();
-        self.dispatch.judged_seq = self.dispatch.last_seq;
+        self.dispatch.judged();
+        let mut queue = Vec::new();
         if mode == Redispatch::Fork {
-            self.wire.queue.push_back(Command::GetForkMessages);
+            queue.push(Command::GetForkMessages);
         }
-        let pending = std::mem::take(&mut self.dispatch.pending_set);
+        let pending = self.dispatch.take_pending_set();
         // `fork` rebuilds the session from the branch, model and thinking level included, so
         // after a fork the model is always set again (the current one for a same-model retry).
         let next = next.or_else(|| {
             if pending || mode == Redispatch::Fork {
-                self.dispatch.current.clone()
+                self.dispatch.current().cloned()
             } else {
                 None
             }
         });
         let switching = next.is_some();
         if let Some(model) = next {
-            self.wire.queue.push_back(Command::SetModel {
+            queue.push(Command::SetModel {
                 provider: model.provider.clone(),
                 model_id: model.id.clone(),
             });
         }
         if let Some(level) = &self.opts.thinking
-            && (switching || !self.dispatch.thinking_sent)
+            && self.dispatch.thinking_due(switching)
         {
-            self.wire.queue.push_back(Command::SetThinkingLevel {
+            queue.push(Command::SetThinkingLevel {
                 level: level.clone(),
             });
-            self.dispatch.thinking_sent = true;
-        } else if let Some(level) = &self.pi.thinking_default
+        } else if let Some(level) = self.pi.thinking_default()
             && switching
         {
-            self.wire.queue.push_back(Command::SetThinkingLevel {
-                level: level.clone(),
+            queue.push(Command::SetThinkingLevel {
+                level: level.to_string(),
             });
         }
         // A continuation is added only after new tool work; otherwise the last prompt is sent
         // again as it was (after a fork, or when it never reached the session).
         if mode == Redispatch::Continue {
-            self.dispatch.continued = true;
+            self.dispatch.continue_with_continuation();
         }
-        let (message, images) = if self.dispatch.continued {
+        let (message, images) = if self.dispatch.continued() {
             (CONTINUATION_PROMPT.to_string(), Vec::new())
         } else {
-            (self.request.prompt.clone(), self.request.images.clone())
+            (
+                self.request.prompt().to_string(),
+                self.request.images().to_vec(),
+            )
         };
-        self.wire
-            .queue
-            .push_back(Command::Prompt { message, images });
-        self.run_queue();
+        queue.push(Command::Prompt { message, images });
+        self.wire.queue(queue);
+        self.run_queue(now);
     }
 
     /// Sends the next queued command; each waits for its response before the next goes.
-    pub(super) fn run_queue(&mut self) {
-        let Some(cmd) = self.wire.queue.pop_front() else {
+    pub(super) fn run_queue(&mut self, now: Now) {
+        let Some(cmd) = self.wire.next_queued() else {
             return;
         };
         let tag = match &cmd {
@@ -156,10 +145,7 @@ impl Machine {
             Command::Fork { .. } => Tag::Fork,
             Command::SetModel { provider, model_id } => Tag::SetModel(
                 self.pi
-                    .pool
-                    .iter()
-                    .chain(self.pi.registry.iter())
-                    .find(|m| &m.provider == provider && &m.id == model_id)
+                    .find(provider, model_id)
                     .cloned()
                     .unwrap_or_else(|| ModelInfo {
                         provider: provider.clone(),
@@ -175,7 +161,7 @@ impl Machine {
             Command::SetThinkingLevel { .. } => Tag::Thinking,
             _ => Tag::Other,
         };
-        self.send(cmd, tag);
+        self.send(now, cmd, tag);
     }
 
     pub(super) fn succeed(&mut self, now: Now, model: ModelInfo, text: String) {
@@ -185,7 +171,7 @@ impl Machine {
             .into_iter()
             .filter_map(|scope| {
                 let key = keys.get(scope)?;
-                let r = self.shared.health.records(scope)?.get(key)?;
+                let r = self.shared.health().records(scope)?.get(key)?;
                 (r.consecutive_failures > 0).then(|| format!("{} {key}", scope.as_str()))
             })
             .collect();
@@ -199,13 +185,13 @@ impl Machine {
                 format!("breaker closed: {breaker} (answered)"),
             );
         }
-        self.attempt.open = false;
-        self.tally.attempts.push(super::machine::Attempt {
+        let duration_ms = self.attempt.ms(now.instant);
+        self.tally.push(Attempt {
             model: model.key(),
             failure: None,
             error: None,
-            duration_ms: self.attempt_ms(now),
-            usage: std::mem::take(&mut self.attempt.usage),
+            duration_ms,
+            usage: self.attempt.close(),
         });
         self.finish(Outcome::Answer { text, model });
     }

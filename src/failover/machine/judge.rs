@@ -4,18 +4,20 @@
 
 use std::time::Duration;
 
-use super::candidates::{self, Filter, family};
-use super::classify::{Classification, FailureClass, Scope};
-use super::ending::{Exhaustion, Fatal};
-use super::machine::WAIT_POLL;
-
-const WAIT_POLL_MS: u64 = WAIT_POLL.as_millis() as u64;
-use super::machine::{Attempt, Machine, Note, Outcome, Phase, Plan, Redispatch, SwitchReason};
-use super::reopen::{self, Availability, RetryHint, human_ms};
-use super::start::estimate_tokens;
+use super::timers::Timer;
+use super::{
+    Action, Attempt, Machine, Note, Outcome, Phase, Plan, Redispatch, Round, SwitchReason,
+    WAIT_POLL,
+};
 use crate::catalog::ModelInfo;
 use crate::clock::Now;
+use crate::failover::candidates::{self, Filter};
+use crate::failover::classify::{Classification, FailureClass, Scope};
+use crate::failover::ending::{Exhaustion, Fatal};
+use crate::failover::reopen::{self, Availability, RetryHint, human_ms};
 use crate::health::{Delta, Keys};
+
+const WAIT_POLL_MS: u64 = WAIT_POLL.as_millis() as u64;
 
 impl Machine {
     /// Records a failure and decides what comes next. Pure decision plus health deltas.
@@ -37,8 +39,7 @@ impl Machine {
         // A one-off 5xx gets one immediate retry on the same model.
         let is_5xx = class == FailureClass::Endpoint
             && verdict.status.is_some_and(|s| (500..600).contains(&s));
-        if is_5xx && self.round.retried_same.insert(current.key()) {
-            self.round.tried.remove(&current.key());
+        if is_5xx && self.round.retry_same(&current.key()) {
             return Plan::RetrySame;
         }
         match self.best_candidate(now, current) {
@@ -56,7 +57,7 @@ impl Machine {
     /// their results and continue. Otherwise the last prompt is sent again — after a fork at
     /// it when the failed attempt is in the session (`fork_away`), so nothing is duplicated.
     pub(super) fn redispatch_mode(&self, fork_away: bool) -> Redispatch {
-        if self.attempt.tools_since_prompt {
+        if self.attempt.tools_since_prompt() {
             Redispatch::Continue
         } else if fork_away {
             Redispatch::Fork
@@ -70,15 +71,14 @@ impl Machine {
             Plan::RetrySame => {
                 let key = self
                     .dispatch
-                    .current
-                    .as_ref()
+                    .current()
                     .map(ModelInfo::key)
                     .unwrap_or_default();
                 self.note(Note::Retry, format!("retry {key} once (server error)"));
-                self.start_redispatch(mode, None);
+                self.start_redispatch(now, mode, None);
             }
             Plan::Switch(model, reason) => self.go_to(now, model, mode, reason),
-            Plan::Exhaust(_) if self.attempt.empty_answer => self.finish(Outcome::EmptyAnswer),
+            Plan::Exhaust(_) if self.attempt.empty_answer() => self.finish(Outcome::EmptyAnswer),
             Plan::Exhaust(reason) => {
                 if reason == Exhaustion::NoCandidate && self.try_wait(now, mode) {
                     return;
@@ -89,9 +89,7 @@ impl Machine {
     }
 
     pub(super) fn round_expired(&self, now: Now) -> bool {
-        self.round
-            .started
-            .is_some_and(|t| now.instant.saturating_duration_since(t) >= self.cfg.round_limit)
+        self.round.expired(now.instant, self.cfg.round_limit)
     }
 
     pub(super) fn round_expired_reason(&self) -> Exhaustion {
@@ -108,7 +106,7 @@ impl Machine {
         error: &str,
     ) {
         let keys = Keys::of(model);
-        self.round.tried.insert(keys.model.clone());
+        self.round.mark_tried(keys.model.clone());
         // Printed and stored error text is redacted and cut to a few hundred characters.
         let error = crate::redact::redact_capped(error, 300);
         self.note(
@@ -123,25 +121,20 @@ impl Machine {
         );
         let class = verdict.class;
         let scope = verdict.scope;
-        self.attempt.open = false;
-        self.tally.attempts.push(Attempt {
+        let duration_ms = self.attempt.ms(now.instant);
+        self.tally.push(Attempt {
             model: keys.model.clone(),
             failure: Some(verdict),
             error: Some(error.clone()),
-            duration_ms: self.attempt_ms(now),
-            usage: std::mem::take(&mut self.attempt.usage),
+            duration_ms,
+            usage: self.attempt.close(),
         });
-        self.tally.last_error = Some(format!("{}: {error}", keys.model));
         self.open_breaker(now, model, &keys, class, scope, error);
         // The probe is over whatever it proved: a lease this run holds on one of the model's
         // breakers goes back, so another run need not wait out the lease's expiry. Only after
         // the failure: each delta is its own commit, and a lease released first would let
         // another run claim the probe while the breaker still looks half-open.
-        let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut self.shared.own_leases)
-            .into_iter()
-            .partition(|t| keys.get(t.scope) == Some(t.key.as_str()));
-        self.shared.own_leases = others;
-        for target in mine {
+        for target in self.shared.take_leases_of(&keys) {
             self.record(Delta::Release { target });
         }
     }
@@ -160,39 +153,23 @@ impl Machine {
         match class {
             FailureClass::UserAbort => return,
             FailureClass::ContextOverflow => {
-                let window = model.context_window_or_zero();
-                self.request.larger_context_than = Some(
-                    self.request
-                        .larger_context_than
-                        .map_or(window, |w| w.max(window)),
-                );
+                self.request.overflowed(model.context_window_or_zero());
                 return;
             }
             FailureClass::ContentPolicy => {
                 self.request
-                    .avoided_families
-                    .insert(family(model), format!("{} refused the content", keys.model));
+                    .avoid_family_of(model, format!("{} refused the content", keys.model));
             }
-            FailureClass::Endpoint => {
-                let n = self
-                    .round
-                    .endpoint_failures
-                    .entry(keys.endpoint.clone())
-                    .or_insert(0);
-                *n += 1;
-                if *n >= 3 {
-                    self.round.isolated.insert(keys.endpoint.clone());
-                }
-            }
+            FailureClass::Endpoint => self.round.endpoint_failed(&keys.endpoint),
             _ => {}
         }
-        if !self.round.recorded.insert((keys.model.clone(), class)) {
+        if !self.round.first_failure(&keys.model, class) {
             return;
         }
         let Some(key) = keys.get(scope).map(str::to_string) else {
             return;
         };
-        let was_open = self.breaker_open(scope, &key, now);
+        let was_open = self.shared.breaker_open(scope, &key, now.wall_ms);
         self.record(Delta::Failure {
             at: now.wall_ms,
             key: key.clone(),
@@ -200,14 +177,8 @@ impl Machine {
             class,
             error,
         });
-        if !was_open && self.breaker_open(scope, &key, now) {
-            let left = self
-                .shared
-                .health
-                .records(scope)
-                .and_then(|m| m.get(&key))
-                .and_then(|r| r.cooldown_until)
-                .map_or(0, |t| t.saturating_sub(now.wall_ms));
+        if !was_open && self.shared.breaker_open(scope, &key, now.wall_ms) {
+            let left = self.shared.cooldown_left(scope, &key, now.wall_ms);
             self.note(
                 Note::Breaker,
                 format!(
@@ -219,47 +190,34 @@ impl Machine {
         }
     }
 
-    fn breaker_open(&self, scope: Scope, key: &str, now: Now) -> bool {
-        self.shared
-            .health
-            .records(scope)
-            .and_then(|m| m.get(key))
-            .is_some_and(|r| r.cooling(now.wall_ms))
-    }
-
     /// Applies a health change locally and asks the driver to persist it.
     pub(super) fn record(&mut self, delta: Delta) {
-        self.shared.health.apply(&delta, self.cfg.cooldown_scale);
-        self.shared.record_seq += 1;
-        let seq = self.shared.record_seq;
-        self.shared.unconfirmed.push_back((seq, delta.clone()));
-        self.wire
-            .actions
-            .push_back(super::machine::Action::Record { seq, delta });
+        let seq = self.shared.record(&delta);
+        self.wire.push(Action::Record { seq, delta });
     }
 
     pub(super) fn filter(&self, now: Now) -> Filter<'_> {
         Filter {
-            tried: &self.round.tried,
-            isolated_endpoints: &self.round.isolated,
-            avoided_families: &self.request.avoided_families,
-            needs_images: !self.request.images.is_empty(),
-            larger_context_than: self.request.larger_context_than,
-            min_context: estimate_tokens(&self.request.prompt),
-            health: &self.shared.health,
+            tried: self.round.tried(),
+            isolated_endpoints: self.round.isolated(),
+            avoided_families: self.request.avoided_families(),
+            needs_images: self.request.needs_images(),
+            larger_context_than: self.request.larger_context_than(),
+            min_context: self.request.tokens(),
+            health: self.shared.health(),
             now_ms: now.wall_ms,
-            own_leases: &self.shared.own_leases,
+            own_leases: self.shared.own_leases(),
         }
     }
 
     pub(super) fn best_candidate(&self, now: Now, current: &ModelInfo) -> Option<ModelInfo> {
-        candidates::rank(current, &self.pi.pool, &self.filter(now))
+        candidates::rank(current, self.pi.pool(), &self.filter(now))
             .into_iter()
             .next()
     }
 
     pub(super) fn choose_and_switch(&mut self, now: Now, mode: Redispatch, reason: SwitchReason) {
-        let Some(current) = self.dispatch.current.clone() else {
+        let Some(current) = self.dispatch.current().cloned() else {
             return self.finish(Outcome::Fatal(Fatal::NoModel));
         };
         match self.best_candidate(now, &current) {
@@ -269,8 +227,8 @@ impl Machine {
                     return;
                 }
                 let reason = if mode == Redispatch::Initial
-                    && !self.request.images.is_empty()
-                    && self.tally.attempts.is_empty()
+                    && self.request.needs_images()
+                    && self.tally.attempts().is_empty()
                     && self.static_candidates().is_empty()
                 {
                     Exhaustion::NoImageModel
@@ -285,18 +243,10 @@ impl Machine {
     /// The pool without what can never take this request: wrong modality, too small a context
     /// window, an avoided family. Breakers and the round's bookkeeping are not looked at.
     fn static_candidates(&self) -> Vec<ModelInfo> {
-        let needed = estimate_tokens(&self.request.prompt);
         self.pi
-            .pool
+            .pool()
             .iter()
-            .filter(|m| self.request.images.is_empty() || m.accepts_images())
-            .filter(|m| m.context_window.is_none_or(|w| w >= needed))
-            .filter(|m| {
-                self.request
-                    .larger_context_than
-                    .is_none_or(|c| m.context_window_or_zero() > c)
-            })
-            .filter(|m| !self.request.avoided_families.contains_key(&family(m)))
+            .filter(|m| self.request.fits(m))
             .cloned()
             .collect()
     }
@@ -317,8 +267,7 @@ impl Machine {
                 at_ms,
                 transient: true,
                 what,
-            } =
-                reopen::availability(m, &self.shared.health, now.wall_ms, &self.shared.own_leases)
+            } = self.shared.availability(m, now.wall_ms)
             {
                 // A probe lease held elsewhere usually ends when that probe does, long before
                 // it expires: judge the deadline by the next check, not by the expiry.
@@ -350,11 +299,9 @@ impl Machine {
                 ),
             );
         }
-        self.phase = Phase::Waiting {
-            mode,
-            until,
-            next_check: until.min(now.instant + WAIT_POLL),
-        };
+        self.phase = Phase::Waiting { mode, until };
+        self.timers
+            .set(Timer::WaitCheck, until.min(now.instant + WAIT_POLL));
         true
     }
 
@@ -362,22 +309,18 @@ impl Machine {
     /// starts; the first usable candidate (the current model included) is taken, else the wait
     /// goes on — or ends the run when nothing will reopen in time.
     pub(super) fn wake(&mut self, now: Now) {
-        let super::machine::Phase::Waiting { mode, .. } = self.phase else {
+        let Phase::Waiting { mode, .. } = self.phase else {
             return;
         };
-        self.round = super::machine::Round::default();
-        let Some(current) = self.dispatch.current.clone() else {
+        self.round = Round::default();
+        let Some(current) = self.dispatch.current().cloned() else {
             return self.finish(Outcome::Fatal(Fatal::NoModel));
         };
         let current_ok = self
             .static_candidates()
             .iter()
             .any(|m| m.key() == current.key())
-            && self
-                .shared
-                .health
-                .blocked(&current, now.wall_ms, &self.shared.own_leases)
-                .is_none();
+            && self.shared.blocked(&current, now.wall_ms).is_none();
         let next = if current_ok {
             Some(current)
         } else {
@@ -390,6 +333,7 @@ impl Machine {
                     format!("{} is usable again; resuming", model.key()),
                 );
                 self.phase = Phase::Dispatching;
+                self.timers.stop(Timer::WaitCheck);
                 self.go_to(now, model, mode, SwitchReason::Reopened);
             }
             None => {
@@ -403,7 +347,7 @@ impl Machine {
     /// Ends the run with exit 1, saying whether and when trying again could help.
     pub(super) fn exhaust(&mut self, now: Now, reason: Exhaustion) {
         let retry = self.retry_hint(now, &reason);
-        let last_error = self.tally.last_error.clone();
+        let last_error = self.tally.last_error().map(str::to_string);
         let too_large = matches!(reason, Exhaustion::NoCandidate | Exhaustion::NoImageModel)
             && self.too_large_for_every_model();
         self.finish(Outcome::Exhausted {
@@ -417,15 +361,8 @@ impl Machine {
     /// Nothing in the pool has a context window large enough for the request (or larger than
     /// one that already overflowed), whatever the breakers say.
     fn too_large_for_every_model(&self) -> bool {
-        let needed = estimate_tokens(&self.request.prompt);
-        !self.pi.pool.is_empty()
-            && self.pi.pool.iter().all(|m| {
-                m.context_window.is_some_and(|w| w < needed)
-                    || self
-                        .request
-                        .larger_context_than
-                        .is_some_and(|c| m.context_window_or_zero() <= c)
-            })
+        let pool = self.pi.pool();
+        !pool.is_empty() && pool.iter().all(|m| self.request.too_large_for(m))
     }
 
     fn retry_hint(&self, now: Now, reason: &Exhaustion) -> RetryHint {
@@ -442,9 +379,9 @@ impl Machine {
         }
         let models = self.static_candidates();
         if models.is_empty() {
-            let why = if !self.request.images.is_empty() {
+            let why = if self.request.needs_images() {
                 "no model that accepts images is available"
-            } else if !self.request.avoided_families.is_empty() {
+            } else if !self.request.avoided_families().is_empty() {
                 "every model left is of a family that refused the content"
             } else {
                 "no model has a context window large enough for this request"
@@ -456,24 +393,16 @@ impl Machine {
             };
         }
         let mut soonest: Option<(u64, String)> = None;
-        let mut causes: Vec<String> = Vec::new();
+        let mut causes: Vec<Cause> = Vec::new();
         for m in &models {
-            match reopen::availability(m, &self.shared.health, now.wall_ms, &self.shared.own_leases)
-            {
+            match self.shared.availability(m, now.wall_ms) {
                 Availability::Now => {
                     // Free of breakers but failed this round: its failure decides.
-                    let class = self
-                        .tally
-                        .attempts
-                        .iter()
-                        .rev()
-                        .find(|a| a.model == m.key())
-                        .and_then(|a| a.failure.as_ref())
-                        .map(|f| f.class);
-                    match class {
-                        Some(c) if !reopen::heals_by_itself(c) => {
-                            causes.push(format!("{} ({c})", m.key()));
-                        }
+                    match self.tally.last_failure_of(&m.key()) {
+                        Some(c) if !reopen::heals_by_itself(c) => causes.push(Cause {
+                            text: format!("{} ({c})", m.key()),
+                            kind: Blocked::By(c),
+                        }),
                         _ => {
                             if soonest.as_ref().is_none_or(|(t, _)| 0 < *t) {
                                 soonest = Some((0, m.key()));
@@ -491,8 +420,14 @@ impl Machine {
                         soonest = Some((after, m.key()));
                     }
                 }
-                Availability::Later { what, .. } => causes.push(what.describe()),
-                Availability::Disabled => causes.push(format!("{} (disabled)", m.key())),
+                Availability::Later { what, .. } => causes.push(Cause {
+                    text: what.describe(),
+                    kind: what.class.map_or(Blocked::Probing, Blocked::By),
+                }),
+                Availability::Disabled => causes.push(Cause {
+                    text: format!("{} (disabled)", m.key()),
+                    kind: Blocked::Disabled,
+                }),
             }
         }
         match soonest {
@@ -505,8 +440,8 @@ impl Machine {
                 ),
             },
             None => {
-                causes.sort();
-                causes.dedup();
+                causes.sort_by(|a, b| a.text.cmp(&b.text));
+                causes.dedup_by(|a, b| a.text == b.text);
                 RetryHint {
                     could_help: false,
                     retry_after_ms: None,
@@ -520,26 +455,43 @@ impl Machine {
     }
 }
 
+/// Why a candidate will not be usable by itself: shown as `text`, advised on by `kind`.
+#[derive(Debug, Clone)]
+struct Cause {
+    text: String,
+    kind: Blocked,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Blocked {
+    /// A breaker (or the last failure) of this class.
+    By(FailureClass),
+    Disabled,
+    /// Another run holds the probe lease.
+    Probing,
+}
+
 /// The causes with what to do about them.
-fn advice(causes: &[String]) -> String {
+fn advice(causes: &[Cause]) -> String {
+    let has = |kind: Blocked| causes.iter().any(|c| c.kind == kind);
+    let class = |class: FailureClass| has(Blocked::By(class));
     let mut tips = Vec::new();
-    let joined = causes.join(", ");
-    if joined.contains("(auth)") {
+    if class(FailureClass::Auth) {
         tips.push("check the API keys");
     }
-    if joined.contains("(quota)") {
+    if class(FailureClass::Quota) {
         tips.push("top up or raise the quota");
     }
-    if joined.contains("(content_policy)") {
+    if class(FailureClass::ContentPolicy) {
         tips.push("the content was refused");
     }
-    if joined.contains("(model)") {
+    if class(FailureClass::Model) {
         tips.push("check the model ids");
     }
-    if joined.contains("(disabled)") {
+    if has(Blocked::Disabled) {
         tips.push("--reactivate the disabled models");
     }
-    let shown: Vec<&str> = causes.iter().take(6).map(String::as_str).collect();
+    let shown: Vec<&str> = causes.iter().take(6).map(|c| c.text.as_str()).collect();
     let mut text = shown.join(", ");
     if causes.len() > shown.len() {
         text.push_str(&format!(", … ({} more)", causes.len() - shown.len()));

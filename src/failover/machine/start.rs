@@ -2,62 +2,30 @@
 //! `--provider` and `--model` are checked against Pi's registry (a typo must fail loudly, not
 //! widen where the data goes), the start model is chosen, and `--explain` stops here.
 
-use super::candidates::{self, family};
-use super::explain::{self, Explanation, Ranked};
-use super::machine::{Machine, Note, Outcome, Phase, Redispatch, SwitchReason};
+use super::timers::Timer;
+use super::{HEALTH_GRACE, Machine, Note, Outcome, Phase, Redispatch, SwitchReason};
 use crate::catalog::ModelInfo;
 use crate::catalog::scope::resolve_scope;
 use crate::catalog::suggest::{closest, closest_models};
 use crate::clock::Now;
+use crate::failover::candidates;
 use crate::failover::classify::FailureClass;
+use crate::failover::ending::SetupProblem;
+use crate::failover::explain::{self, Explanation, Ranked};
 use crate::health::Block;
-
-pub(super) use super::ending::SetupProblem;
 
 /// How many names a "did you mean" list shows.
 const SUGGESTIONS: usize = 5;
 
-/// A rough token count of the request for the context-window check, meant never to
-/// overestimate, so a model is only ever excluded when it surely cannot fit: four characters
-/// per token for alphabetic text, and one per character for Chinese, Japanese and Korean
-/// (their tokenizers give about one token per character or more; four per token was 2.5× low
-/// for a Chinese report).
-pub fn estimate_tokens(prompt: &str) -> u64 {
-    let (cjk, other) = prompt.chars().fold((0usize, 0usize), |(cjk, other), c| {
-        if is_cjk(c) {
-            (cjk + 1, other)
-        } else {
-            (cjk, other + 1)
-        }
-    });
-    u64::try_from(cjk.saturating_add(other.div_ceil(4))).unwrap_or(u64::MAX)
-}
-
-/// Han, kana, Hangul and the CJK punctuation and full-width forms that come with them.
-fn is_cjk(c: char) -> bool {
-    matches!(c,
-        '\u{2E80}'..='\u{2FDF}'     // radicals
-        | '\u{3000}'..='\u{30FF}'   // CJK punctuation, hiragana, katakana
-        | '\u{3100}'..='\u{31FF}'   // bopomofo, kana extensions
-        | '\u{3400}'..='\u{4DBF}'   // Han extension A
-        | '\u{4E00}'..='\u{9FFF}'   // Han
-        | '\u{AC00}'..='\u{D7AF}'   // Hangul syllables
-        | '\u{F900}'..='\u{FAFF}'   // compatibility ideographs
-        | '\u{FF00}'..='\u{FFEF}'   // full-width forms
-        | '\u{20000}'..='\u{3134F}' // Han extensions B–G
-    )
-}
-
 impl Machine {
     pub(super) fn maybe_start(&mut self, now: Now) {
-        if self.phase != Phase::Starting || !self.pi.state_seen || !self.pi.models_seen {
+        if self.phase != Phase::Starting || !self.pi.ready() {
             return;
         }
-        if !self.shared.loaded {
+        if !self.shared.loaded() {
             // Pi is ready; shared health gets a short grace (see `HEALTH_GRACE`).
-            if self.shared.grace_until.is_none() {
-                self.shared.grace_until = Some(now.instant + super::machine::HEALTH_GRACE);
-            }
+            self.timers
+                .set_if_stopped(Timer::HealthGrace, now.instant + HEALTH_GRACE);
             return;
         }
         if let Err(problem) = self.check_setup() {
@@ -65,13 +33,11 @@ impl Machine {
         }
         let current = self
             .dispatch
-            .current
-            .as_ref()
-            .and_then(|c| self.pi.pool.iter().find(|m| m.key() == c.key()).cloned())
-            .or_else(|| {
-                // Pi's start model outside `--models` or without credentials: use Pi's object.
-                self.dispatch.current.clone()
-            });
+            .current()
+            .and_then(|c| self.pi.pool().iter().find(|m| m.key() == c.key()))
+            // Pi's start model outside `--models` or without credentials: use Pi's object.
+            .or_else(|| self.dispatch.current())
+            .cloned();
         let Some(current) = current else {
             return self.finish(Outcome::Setup(SetupProblem::NoCurrentModel));
         };
@@ -81,9 +47,9 @@ impl Machine {
         let current = match (&self.cfg.provider, &self.cfg.model) {
             (Some(p), None) if current.provider != *p && self.opts.start_model.is_none() => self
                 .pi
-                .pool
+                .pool()
                 .iter()
-                .chain(self.pi.registry.iter())
+                .chain(self.pi.registry().iter())
                 .find(|m| m.provider == *p)
                 .cloned()
                 .unwrap_or(current),
@@ -92,28 +58,26 @@ impl Machine {
         let current = match &self.opts.start_model {
             Some(key) => self
                 .pi
-                .pool
+                .pool()
                 .iter()
                 .find(|m| &m.key() == key)
                 .cloned()
                 .unwrap_or(current),
             None => current,
         };
-        // Pi is on the model it reported; any other start must be set first.
-        self.dispatch.pending_set = self
-            .pi
-            .pi_model
-            .as_ref()
-            .is_some_and(|pi| pi.key() != current.key());
         // Pi starts a scoped model at the level its pattern named, unless one was asked for.
         if self.opts.thinking.is_none()
             && self.cfg.model.is_none()
-            && let Some(level) = self.pi.scope_levels.get(&current.key())
+            && let Some(level) = self.pi.scope_level(&current.key())
         {
-            self.opts.thinking = Some(level.clone());
+            self.opts.thinking = Some(level.to_string());
         }
-        self.dispatch.current = Some(current.clone());
-        self.dispatch.start_key = Some(current.key());
+        // Pi is on the model it reported; any other start must be set first.
+        let differs = self
+            .pi
+            .pi_model()
+            .is_some_and(|pi| pi.key() != current.key());
+        self.dispatch.start_from(current.clone(), differs);
         if current.provider == "unknown" && current.id == "unknown" {
             // Pi's placeholder for "no usable model at all": nothing can work.
             return self.finish(Outcome::Setup(SetupProblem::NoUsableModel));
@@ -129,8 +93,8 @@ impl Machine {
             None => self.go_to(now, current, Redispatch::Initial, SwitchReason::Probe),
             Some(why) => {
                 self.note(Note::Start, format!("start: {} is {why}", current.key()));
-                self.round.tried.insert(current.key());
-                let reason = if !self.request.images.is_empty() && !current.accepts_images() {
+                self.round.mark_tried(current.key());
+                let reason = if self.request.needs_images() && !current.accepts_images() {
                     SwitchReason::Modality
                 } else {
                     SwitchReason::Unhealthy
@@ -150,7 +114,7 @@ impl Machine {
         {
             return current;
         }
-        let pool = &self.pi.pool;
+        let pool = self.pi.pool();
         self.cfg
             .saved_default
             .as_ref()
@@ -164,13 +128,13 @@ impl Machine {
     /// are warned about; a scope that selects nothing, an unknown provider or an unknown start
     /// model stop the run before anything is sent.
     fn check_setup(&mut self) -> Result<(), SetupProblem> {
-        let registry = self.pi.registry.clone();
+        let registry = self.pi.registry().to_vec();
         if registry.is_empty() {
             return Err(SetupProblem::NoUsableModel);
         }
         let keys: Vec<String> = registry.iter().map(ModelInfo::key).collect();
         let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        self.pi.pool = match self.cfg.models_scope.clone() {
+        let (pool, levels) = match self.cfg.models_scope.clone() {
             Some(patterns) => {
                 let report = resolve_scope(&patterns, &registry);
                 for p in &report.unmatched {
@@ -192,11 +156,11 @@ impl Machine {
                     let closest = closest_first(&text, &key_refs);
                     return Err(SetupProblem::EmptyScope { patterns, closest });
                 }
-                self.pi.scope_levels = report.levels;
-                report.models
+                (report.models, report.levels)
             }
-            None => registry.clone(),
+            None => (registry.clone(), Default::default()),
         };
+        self.pi.set_pool(pool, levels);
         let mut providers: Vec<&str> = Vec::new();
         for m in &registry {
             if !providers.contains(&m.provider.as_str()) {
@@ -212,7 +176,7 @@ impl Machine {
             });
         }
         if let Some(wanted) = &self.cfg.model
-            && let Some(pi_model) = &self.pi.pi_model
+            && let Some(pi_model) = self.pi.pi_model()
             && !keys.contains(&pi_model.key())
             && !(pi_model.provider == "unknown" && pi_model.id == "unknown")
         {
@@ -231,7 +195,7 @@ impl Machine {
     fn avoid_refused_family(&mut self, now: Now, start: &ModelInfo) {
         let refused = self
             .shared
-            .health
+            .health()
             .models
             .get(&start.key())
             .is_some_and(|r| {
@@ -239,8 +203,8 @@ impl Machine {
                     && r.last_class.as_deref() == Some(FailureClass::ContentPolicy.as_str())
             });
         if refused {
-            self.request.avoided_families.insert(
-                family(start),
+            self.request.avoid_family_of(
+                start,
                 format!("{} refused the content recently", start.key()),
             );
         }
@@ -248,10 +212,10 @@ impl Machine {
 
     /// Why the start model cannot take the request, if it cannot.
     fn why_not_start(&self, now: Now, current: &ModelInfo) -> Option<String> {
-        if !self.request.images.is_empty() && !current.accepts_images() {
+        if self.request.needs_images() && !current.accepts_images() {
             return Some("text-only and the request has images".to_string());
         }
-        let needed = estimate_tokens(&self.request.prompt);
+        let needed = self.request.tokens();
         if let Some(window) = current.context_window
             && window < needed
         {
@@ -260,8 +224,7 @@ impl Machine {
             ));
         }
         self.shared
-            .health
-            .blocked(current, now.wall_ms, &self.shared.own_leases)
+            .blocked(current, now.wall_ms)
             .map(|block| match block {
                 Block::Disabled => "disabled".to_string(),
                 Block::Cooling(s) => format!("{} breaker open", s.as_str()),
@@ -279,16 +242,16 @@ impl Machine {
     ) -> Explanation {
         let avoided: Vec<(String, String)> = self
             .request
-            .avoided_families
+            .avoided_families()
             .iter()
             .map(|(f, why)| (f.clone(), why.clone()))
             .collect();
         let request = explain::Request {
-            health: &self.shared.health,
+            health: self.shared.health(),
             now_ms: now.wall_ms,
-            pool: &self.pi.pool,
-            needs_images: !self.request.images.is_empty(),
-            input_tokens: estimate_tokens(&self.request.prompt),
+            pool: self.pi.pool(),
+            needs_images: self.request.needs_images(),
+            input_tokens: self.request.tokens(),
             avoided_families: &avoided,
         };
         let mut candidates = Vec::new();
@@ -299,17 +262,17 @@ impl Machine {
             });
         }
         let filter = self.filter(now);
-        for m in candidates::rank(start, &self.pi.pool, &filter) {
+        for m in candidates::rank(start, self.pi.pool(), &filter) {
             if explain::why_excluded(&m, &request).is_none() {
                 candidates.push(Ranked {
                     model: m.key(),
-                    reason: explain::rank_reason(start, &m, &self.shared.health),
+                    reason: explain::rank_reason(start, &m, self.shared.health()),
                 });
             }
         }
         let excluded = self
             .pi
-            .registry
+            .registry()
             .iter()
             .filter(|m| !candidates.iter().any(|c| c.model == m.key()))
             .filter_map(|m| explain::why_excluded(m, &request))
@@ -321,7 +284,7 @@ impl Machine {
                 .opts
                 .thinking
                 .clone()
-                .or_else(|| self.pi.thinking_default.clone()),
+                .or_else(|| self.pi.thinking_default().map(str::to_string)),
             first_response_ms: millis(self.cfg.first_response),
             stall_ms: millis(self.cfg.stall),
             round_limit_ms: millis(self.cfg.round_limit),
@@ -330,8 +293,8 @@ impl Machine {
                 .deadline
                 .map(|d| millis(d.saturating_duration_since(now.instant))),
             wait: self.cfg.wait,
-            input_tokens_estimate: estimate_tokens(&self.request.prompt),
-            images: self.request.images.len(),
+            input_tokens_estimate: self.request.tokens(),
+            images: self.request.images().len(),
             candidates,
             excluded,
         }
