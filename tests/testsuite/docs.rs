@@ -1,9 +1,13 @@
-//! README.md and README.zh-CN.md document the same interface. Every long flag, `PI_…`/`CCSWITCH_…`
-//! environment variable and exit code named in one README is named in the other, and so is
-//! every flag of the command definition, every variable of `cli::ENVIRONMENT` and every code of
-//! `Exit::ALL`. Each README links to the other, their section links resolve, and the Chinese
-//! README's copy of `--help` is current (a stale copy is rewritten and the test fails, saying to
-//! commit it). Reads the two READMEs only; writes only a stale help block.
+//! README.md and README.zh-CN.md document the same interface, and say the same (issue 21). Every
+//! long flag, `PI_…`/`CCSWITCH_…` environment variable and exit code named in one README is named
+//! in the other, and so is every flag of the command definition, every variable of
+//! `cli::ENVIRONMENT` and every code of `Exit::ALL`. Both have the same outline: the same
+//! sequence of `#`-headings by level (outside code blocks), the same tables in the same order,
+//! each of the same shape (rows × columns, and every row as wide as its header), and the same
+//! code blocks in the same order, by fence language. Each README links to the other, their
+//! section links resolve, and the Chinese README's copy of `--help` is current (a stale copy is
+//! rewritten and the test fails, saying to commit it). Reads the two READMEs only; writes only a
+//! stale help block.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -144,20 +148,137 @@ fn slug(heading: &str) -> String {
         .collect()
 }
 
-/// The anchors of a README's headings (outside code fences), duplicates numbered as GitHub does.
-fn anchors(text: &str) -> BTreeSet<String> {
-    let mut found = BTreeSet::new();
+/// A heading outside code blocks: `#`s (1 to 6) and a space, as GitHub reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Heading {
+    line: usize,
+    level: usize,
+    title: String,
+}
+
+/// A table: a header row, a delimiter row (`|---|---|`), then its body rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Table {
+    /// The header's line.
+    line: usize,
+    /// Body rows (the header and the delimiter row not counted).
+    rows: usize,
+    /// The header's cells.
+    columns: usize,
+    /// Lines of the rows whose number of cells is not the header's, with that number.
+    ragged: Vec<(usize, usize)>,
+}
+
+/// A fenced code block: its opening fence's line and language (`sh`, `json`, or empty).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Fence {
+    line: usize,
+    lang: String,
+}
+
+/// What the parity tests compare: a README's headings, tables and code blocks, in order. Lines
+/// are 1-based.
+#[derive(Debug, Default)]
+struct Outline {
+    headings: Vec<Heading>,
+    tables: Vec<Table>,
+    fences: Vec<Fence>,
+}
+
+/// The cells of a table row, as GitHub splits them: at every `|` not escaped as `\|` (a `|`
+/// inside a code span splits too), the outer pipes dropped.
+fn cells(row: &str) -> Vec<String> {
+    let row = row.trim();
+    let row = row.strip_prefix('|').unwrap_or(row);
+    let row = if row.ends_with('|') && !row.ends_with("\\|") {
+        &row[..row.len() - 1]
+    } else {
+        row
+    };
+    let mut out = vec![String::new()];
+    let mut escaped = false;
+    for c in row.chars() {
+        if c == '|' && !escaped {
+            out.push(String::new());
+        } else if let Some(cell) = out.last_mut() {
+            cell.push(c);
+        }
+        escaped = c == '\\' && !escaped;
+    }
+    out.into_iter().map(|c| c.trim().to_string()).collect()
+}
+
+/// A table's delimiter row: cells of dashes, each with optional alignment colons.
+fn is_delimiter_row(line: &str) -> bool {
+    let line = line.trim();
+    line.starts_with('|')
+        && line.contains('-')
+        && cells(line).iter().all(|c| {
+            let c = c.strip_prefix(':').unwrap_or(c);
+            let c = c.strip_suffix(':').unwrap_or(c);
+            !c.is_empty() && c.bytes().all(|b| b == b'-')
+        })
+}
+
+/// A README's outline. A line whose first non-blank characters are ```` ``` ```` opens or closes
+/// a code block (the opening one names its language); nothing inside one is a heading or a table.
+fn outline(text: &str) -> Outline {
+    let mut out = Outline::default();
+    let lines: Vec<&str> = text.lines().collect();
     let mut in_fence = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        let n = i + 1;
+        i += 1;
+        if let Some(info) = line.trim_start().strip_prefix("```") {
+            if !in_fence {
+                let lang = info.split_whitespace().next().unwrap_or("").to_string();
+                out.fences.push(Fence { line: n, lang });
+            }
             in_fence = !in_fence;
             continue;
         }
-        let hashes = line.bytes().take_while(|&b| b == b'#').count();
-        if in_fence || !(1..=6).contains(&hashes) || !line[hashes..].starts_with(' ') {
+        if in_fence {
             continue;
         }
-        let base = slug(&line[hashes..]);
+        let hashes = line.bytes().take_while(|&b| b == b'#').count();
+        if (1..=6).contains(&hashes) && line[hashes..].starts_with(' ') {
+            out.headings.push(Heading {
+                line: n,
+                level: hashes,
+                title: line[hashes..].trim().to_string(),
+            });
+            continue;
+        }
+        if line.trim_start().starts_with('|') && lines.get(i).is_some_and(|l| is_delimiter_row(l)) {
+            let columns = cells(line).len();
+            i += 1;
+            let mut table = Table {
+                line: n,
+                rows: 0,
+                columns,
+                ragged: Vec::new(),
+            };
+            while let Some(row) = lines.get(i).filter(|l| l.trim_start().starts_with('|')) {
+                table.rows += 1;
+                let width = cells(row).len();
+                if width != columns {
+                    table.ragged.push((i + 1, width));
+                }
+                i += 1;
+            }
+            out.tables.push(table);
+        }
+    }
+    out
+}
+
+/// The anchors of a README's headings (outside code fences), duplicates numbered as GitHub does.
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for heading in outline(text).headings {
+        let base = slug(&heading.title);
         let mut anchor = base.clone();
         let mut n = 0;
         while found.contains(&anchor) {
@@ -210,6 +331,100 @@ fn missing<T: Ord + std::fmt::Display>(
         }
     }
     problems
+}
+
+/// Where two sequences first differ by `key` (or, when one is a prefix of the other, where the
+/// shorter ends), each side's item there described by `show`; `None` when they agree.
+fn first_difference<T, K: PartialEq>(
+    kind: &str,
+    en: &[T],
+    zh: &[T],
+    key: impl Fn(&T) -> K,
+    show: impl Fn(&T) -> String,
+) -> Option<String> {
+    let at = en
+        .iter()
+        .zip(zh)
+        .position(|(a, b)| key(a) != key(b))
+        .or_else(|| (en.len() != zh.len()).then(|| en.len().min(zh.len())))?;
+    let side = |name: &str, items: &[T]| match items.get(at) {
+        Some(item) => format!("{name}:{}", show(item)),
+        None => format!("{name}: nothing more"),
+    };
+    Some(format!(
+        "{kind} differ at #{}: {} vs {} ({} in {EN}, {} in {ZH})",
+        at + 1,
+        side(EN, en),
+        side(ZH, zh),
+        en.len(),
+        zh.len()
+    ))
+}
+
+/// Both outlines, each checked to have found enough to compare (a scanner that finds nothing
+/// would make every comparison pass).
+fn outlines() -> (Outline, Outline) {
+    let both = (outline(&read(EN)), outline(&read(ZH)));
+    for (name, o) in [(EN, &both.0), (ZH, &both.1)] {
+        assert!(
+            o.headings.len() >= 20 && o.tables.len() >= 10 && o.fences.len() >= 20,
+            "{name}: the outline scanner found only {} headings, {} tables and {} code blocks",
+            o.headings.len(),
+            o.tables.len(),
+            o.fences.len()
+        );
+    }
+    both
+}
+
+#[test]
+fn both_readmes_have_the_same_section_headings() {
+    let (en, zh) = outlines();
+    let difference = first_difference(
+        "section headings (by level)",
+        &en.headings,
+        &zh.headings,
+        |h| h.level,
+        |h| format!("{}: {} {}", h.line, "#".repeat(h.level), h.title),
+    );
+    assert!(difference.is_none(), "{}", difference.unwrap_or_default());
+}
+
+#[test]
+fn both_readmes_have_the_same_tables() {
+    let (en, zh) = outlines();
+    let mut problems = Vec::new();
+    for (name, o) in [(EN, &en), (ZH, &zh)] {
+        for t in &o.tables {
+            for (line, width) in &t.ragged {
+                problems.push(format!(
+                    "{name}:{line}: a row of {width} cells in the table of {} columns at line {}",
+                    t.columns, t.line
+                ));
+            }
+        }
+    }
+    problems.extend(first_difference(
+        "tables (rows × columns)",
+        &en.tables,
+        &zh.tables,
+        |t| (t.rows, t.columns),
+        |t| format!("{}: {} × {}", t.line, t.rows, t.columns),
+    ));
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn both_readmes_have_the_same_code_blocks() {
+    let (en, zh) = outlines();
+    let difference = first_difference(
+        "code blocks (by fence language)",
+        &en.fences,
+        &zh.fences,
+        |f| f.lang.clone(),
+        |f| format!("{}: ```{}", f.line, f.lang),
+    );
+    assert!(difference.is_none(), "{}", difference.unwrap_or_default());
 }
 
 #[test]
@@ -353,6 +568,47 @@ fn scanners_read_what_they_should() {
     let headings = "# A\n```sh\n# not a heading\n```\n## Exit codes\n## A\n#nospace\n";
     let found: Vec<String> = anchors(headings).into_iter().collect();
     assert_eq!(found, ["a", "a-1", "exit-codes"]);
+    let doc = "# T\n\n| a | b |\n|---|:-:|\n| 1 | `x\\|y` |\n| 2 | a|b |\nafter\n\n\
+               ```sh\n# no\n| not | a table |\n|---|---|\n```\n### S\n\n  ```json\n  {}\n  ```\n\
+               | one |\n| - |\n| x |\n| not a delimiter |\n|-x-|\n";
+    let o = outline(doc);
+    let found: Vec<(usize, usize, &str)> = o
+        .headings
+        .iter()
+        .map(|h| (h.line, h.level, h.title.as_str()))
+        .collect();
+    assert_eq!(found, [(1, 1, "T"), (14, 3, "S")]);
+    let t = |line, rows, columns, ragged: Vec<(usize, usize)>| Table {
+        line,
+        rows,
+        columns,
+        ragged,
+    };
+    assert_eq!(
+        o.tables,
+        [t(3, 2, 2, vec![(6, 3)]), t(19, 3, 1, vec![])],
+        "the second table's rows run until a line that does not start with |"
+    );
+    let found: Vec<(usize, &str)> = o.fences.iter().map(|f| (f.line, f.lang.as_str())).collect();
+    assert_eq!(found, [(9, "sh"), (16, "json")]);
+    assert_eq!(cells("| `a\\|b` | c |"), ["`a\\|b`", "c"]);
+    let levels = |s: &str| s.bytes().map(usize::from).collect::<Vec<_>>();
+    assert_eq!(
+        first_difference("x", &levels("ab"), &levels("ab"), |&l| l, |l| l.to_string()),
+        None
+    );
+    assert_eq!(
+        first_difference(
+            "x",
+            &levels("abc"),
+            &levels("ab"),
+            |&l| l,
+            |l| l.to_string()
+        ),
+        Some(format!(
+            "x differ at #3: {EN}:99 vs {ZH}: nothing more (3 in {EN}, 2 in {ZH})"
+        ))
+    );
     let report = missing(
         "flags",
         &BTreeSet::from(["--a".to_string(), "--b".to_string()]),
