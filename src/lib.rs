@@ -37,6 +37,7 @@ pub mod redact;
 pub mod registry;
 pub mod report;
 pub mod rpc;
+pub mod run_config;
 pub mod runlog;
 mod secrets;
 pub mod settings;
@@ -141,32 +142,6 @@ fn fallible(inv: &cli::Invocation) -> anyhow::Result<Exit> {
     }
 }
 
-/// The failover tunables of this invocation; `wait_default` is the mode's (batch: wait).
-pub fn failover_config(
-    settings: &settings::Settings,
-    inv: &cli::Invocation,
-    wait_default: bool,
-) -> failover::Config {
-    failover::Config {
-        first_response: settings.first_response,
-        stall: settings.stall,
-        round_limit: settings.round_limit,
-        cooldown_scale: settings.cooldown_scale,
-        models_scope: inv.models_scope.clone(),
-        saved_default: if inv.models_scope.is_some() && inv.model.is_none() {
-            settings
-                .agent_dir
-                .as_deref()
-                .and_then(settings::pi_saved_default)
-        } else {
-            None
-        },
-        provider: inv.provider.clone(),
-        model: inv.model.clone(),
-        wait: inv.wait.unwrap_or(wait_default),
-    }
-}
-
 /// The health thread over the state file when there is an agent dir, over process memory
 /// otherwise.
 fn health_for(settings: &settings::Settings) -> anyhow::Result<health::service::HealthHandle> {
@@ -214,23 +189,6 @@ fn prepare_within(
             anyhow::bail!("reading the attachments failed")
         }
     }
-}
-
-/// The thinking level of one prompt: `--thinking`, else `--task-complexity` estimated on this
-/// prompt and its attachments, else none (see `complexity::effective_thinking`).
-pub fn job_thinking(
-    thinking: Option<&str>,
-    complexity: Option<complexity::Complexity>,
-    prompt: &str,
-    prepared: &attach::Prepared,
-) -> Option<String> {
-    let signals = complexity::Signals {
-        prompt,
-        input_chars: prepared.message.chars().count(),
-        files: prepared.text_files,
-        images: prepared.images.len(),
-    };
-    complexity::effective_thinking(thinking, complexity, &signals).map(str::to_string)
 }
 
 fn init_tracing(verbose: u8) {

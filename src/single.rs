@@ -25,7 +25,7 @@ pub async fn run(
     health: &HealthHandle,
     mut signals: watch::Receiver<Option<Interrupt>>,
 ) -> Exit {
-    let thinking = crate::job_thinking(
+    let thinking = crate::run_config::job_thinking(
         inv.thinking.as_deref(),
         inv.task_complexity,
         &inv.prompt,
@@ -52,7 +52,7 @@ pub async fn run(
     let job = Job {
         message: prepared.message,
         images: prepared.images,
-        config: crate::failover_config(settings, inv, false),
+        config: crate::run_config::failover_config(settings, inv, false),
         verbose: inv.verbose,
         label: String::new(),
         in_batch: false,

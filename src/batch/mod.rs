@@ -116,7 +116,7 @@ pub async fn run(
         pi_command: settings.pi_command.clone(),
         base_args: inv.base_args.clone(),
         profile: inv.profile.clone(),
-        config: crate::failover_config(settings, inv, true),
+        config: crate::run_config::failover_config(settings, inv, true),
         timeout: Duration::from_millis(inv.timeout_ms),
         verbose: inv.verbose,
         thinking: inv.thinking.clone(),

@@ -258,7 +258,7 @@ impl Worker {
             Ok(p) => p,
             Err(report) => return Ran::Report(Box::new(report)),
         };
-        let thinking = crate::job_thinking(
+        let thinking = crate::run_config::job_thinking(
             plan.thinking.as_deref(),
             plan.complexity,
             &spec.prompt,
@@ -378,7 +378,7 @@ async fn prepare(
         // A problem in a file's content fails the job for as long as the content stays: its
         // content hash lets `--resume` tell when it changed.
         let content = match &prepared {
-            Err(e) if e.in_content => attach::digest::content_hash_of(&files),
+            Err(e) if e.in_content => attach::content_hash_of(&files),
             _ => None,
         };
         (prepared, content)
