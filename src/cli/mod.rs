@@ -487,8 +487,8 @@ where
     T: Into<OsString> + Clone,
 {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-    if let Some(err) = unicode_dash(&args) {
-        return Err(err);
+    if let Some(err) = unicode_dash(&args, Cli::command) {
+        return Err(UsageError(err));
     }
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
@@ -496,7 +496,7 @@ where
             if e.kind() == ErrorKind::MissingRequiredArgument
                 && let Some(err) = missing_requirement(&args)
             {
-                return Err(err);
+                return Err(UsageError(err));
             }
             return match clap_error(&e) {
                 Some(usage) => Err(usage),
