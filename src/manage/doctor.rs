@@ -10,7 +10,6 @@ use crate::agent;
 use crate::catalog::ModelInfo;
 use crate::cli::Profile;
 use crate::clock;
-use crate::exit::Exit;
 use crate::health::store::{Check, HealthStore};
 use crate::settings::Settings;
 
@@ -91,6 +90,14 @@ fn writable(dir: &Path) -> std::io::Result<()> {
     }
 }
 
+/// What `--doctor` found: the text for stdout (one line per check, or JSON) and whether every
+/// check passed (else exit 2). The caller prints it, so this module does no output of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub text: String,
+    pub all_ok: bool,
+}
+
 pub async fn run(
     settings: &Settings,
     pi_args: &[String],
@@ -98,7 +105,7 @@ pub async fn run(
     dir: &Path,
     store: &mut dyn HealthStore,
     json: bool,
-) -> Exit {
+) -> Report {
     let mut checks: Vec<Check> = Vec::new();
     let pi_path = agent::resolve_program(&settings.pi_command);
     checks.push(match &pi_path {
@@ -233,8 +240,10 @@ pub async fn run(
             })
             .collect()
     };
-    let exit = super::write_out(&text);
-    if failed { Exit::Error } else { exit }
+    Report {
+        text,
+        all_ok: !failed,
+    }
 }
 
 #[cfg(test)]

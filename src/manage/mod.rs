@@ -168,12 +168,15 @@ pub async fn run(
             finish_update(res, &format!("reset {target}\n"), json)
         }
         Mode::Doctor => {
-            doctor::run(settings, pi_args, &inv.profile, &dir, store.as_mut(), json).await
+            let report =
+                doctor::run(settings, pi_args, &inv.profile, &dir, store.as_mut(), json).await;
+            let exit = write_out(&report.text);
+            if report.all_ok { exit } else { Exit::Error }
         }
     }
 }
 
-pub(super) fn write_out(text: &str) -> Exit {
+fn write_out(text: &str) -> Exit {
     match output::stdout_text(text) {
         Ok(()) => Exit::Success,
         Err(e) => {
