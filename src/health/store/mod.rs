@@ -53,24 +53,11 @@ pub fn redis_url_password(url: &str) -> Option<String> {
     redis::url::parse(url).ok()?.password
 }
 
-/// The password in a health URL (`redis://user:PASSWORD@host`, `unix://:PASSWORD@/path`,
-/// `…?password=PASSWORD`), for masking.
+/// The password in a health URL as written (`redis://user:PASSWORD@host`,
+/// `unix://:PASSWORD@/path`, `…?password=PASSWORD`, still %-escaped), for masking; read by the
+/// same parser as [`redis_url_password`].
 pub fn url_password(url: &str) -> Option<String> {
-    let (_, rest) = url.split_once("://")?;
-    let query_pw = rest.split_once('?').and_then(|(_, q)| {
-        q.split('&')
-            .find_map(|kv| kv.strip_prefix("password=").map(str::to_string))
-    });
-    let authority = rest.split(['/', '?']).next().unwrap_or("");
-    let userinfo_pw = match authority.rsplit_once('@') {
-        Some((userinfo, _)) => userinfo.split_once(':').map(|(_, pw)| pw.to_string()),
-        // `unix://:pw@/path`: the authority is empty and the userinfo precedes the path.
-        None => rest
-            .split_once("@/")
-            .and_then(|(userinfo, _)| userinfo.split_once(':'))
-            .map(|(_, pw)| pw.to_string()),
-    };
-    userinfo_pw.or(query_pw).filter(|p| !p.is_empty())
+    redis::url::written_password(url)
 }
 
 /// Health that lives as long as the process: the store when there is no agent dir, and the
