@@ -1,6 +1,6 @@
 //! README.md and README.zh-CN.md document the same interface. Every long flag, `PI_…`/`CCSWITCH_…`
 //! environment variable and exit code named in one README is named in the other, and so is
-//! every flag of the command definition, every variable of `cli::ENVIRONMENT` and every code of
+//! every flag of the command definition, every variable of `settings::ENVIRONMENT` and every code of
 //! `Exit::ALL`. Each README links to the other, their section links resolve, and the Chinese
 //! README's copy of `--help` is current (a stale copy is rewritten and the test fails, saying to
 //! commit it). Reads the two READMEs only; writes only a stale help block.
@@ -236,9 +236,9 @@ fn both_readmes_document_the_same_flags() {
 
 #[test]
 fn both_readmes_document_the_same_environment_variables() {
-    let defined: BTreeSet<String> = pi_ccswitch_run::cli::ENVIRONMENT
+    let defined: BTreeSet<String> = pi_ccswitch_run::settings::ENVIRONMENT
         .iter()
-        .map(|(name, _)| name.to_string())
+        .map(|v| v.name.to_string())
         .collect();
     let problems = missing(
         "environment variables",
