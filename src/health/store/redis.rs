@@ -116,6 +116,14 @@ impl RedisStore {
         self
     }
 
+    /// Overrides how long a connection may sit idle before its first command may find it
+    /// dropped by the server (`conn::IDLE_CHECK`); tests pass zero to have any earlier use count
+    /// as idle, instead of waiting a real second.
+    pub fn with_idle_check(mut self, idle: Duration) -> RedisStore {
+        self.conn.idle_check = idle;
+        self
+    }
+
     /// Transactions repeated so far because another process got there first.
     pub fn retries(&self) -> u64 {
         self.retries
