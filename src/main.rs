@@ -1,5 +1,7 @@
 //! Entry point: everything lives in the library so tests can reach it.
 
+#![deny(clippy::unwrap_used)]
+
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

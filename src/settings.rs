@@ -1,6 +1,7 @@
 //! Settings from the environment: `PI_BIN`, `PI_CODING_AGENT_DIR`, the health store, the failover
 //! timers, and the values of secret-named variables (for masking). The only reader of
-//! environment variables.
+//! environment variables, and the one list of them ([`ENVIRONMENT`]: name, default, meaning),
+//! from which `--help` and the man page describe them.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -12,6 +13,98 @@ pub const DEFAULT_FIRST_RESPONSE_MS: u64 = 90_000;
 pub const DEFAULT_STALL_MS: u64 = 120_000;
 /// Default key prefix in a Redis health store.
 pub const DEFAULT_HEALTH_PREFIX: &str = "pi-ccswitch-run:";
+pub const DEFAULT_COOLDOWN_SCALE: f64 = 1.0;
+
+/// One environment variable the runner reads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Variable {
+    pub name: &'static str,
+    /// What it sets, for `--help` and the man page (the default is added by [`describe`]).
+    ///
+    /// [`describe`]: Variable::describe
+    pub meaning: &'static str,
+    /// What applies when it is unset or empty (`None`: nothing, e.g. no Redis store).
+    pub default: Option<Fallback>,
+}
+
+/// The value a variable falls back to, as `--help` shows it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fallback {
+    Text(&'static str),
+    Number(u64),
+    Factor(f64),
+}
+
+impl fmt::Display for Fallback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fallback::Text(t) => f.write_str(t),
+            Fallback::Number(n) => write!(f, "{n}"),
+            Fallback::Factor(x) => write!(f, "{x}"),
+        }
+    }
+}
+
+impl Variable {
+    /// `meaning (default …)`: the variable's entry in `--help` and the man page.
+    pub fn describe(&self) -> String {
+        match self.default_phrase() {
+            Some(d) => format!("{} {d}", self.meaning),
+            None => self.meaning.to_string(),
+        }
+    }
+
+    /// `(default …)`, kept on one line when `--help` wraps the description.
+    pub fn default_phrase(&self) -> Option<String> {
+        self.default.map(|d| format!("(default {d})"))
+    }
+}
+
+/// Every variable [`from_lookup`] reads, with its default and meaning (a test holds the two
+/// to each other).
+pub const ENVIRONMENT: [Variable; 8] = [
+    Variable {
+        name: "PI_BIN",
+        meaning: "the real `pi` executable",
+        default: Some(Fallback::Text("`pi` on PATH")),
+    },
+    Variable {
+        name: "PI_CODING_AGENT_DIR",
+        meaning: "Pi's agent directory; health state and the run log live here",
+        default: Some(Fallback::Text("~/.pi/agent")),
+    },
+    Variable {
+        name: "CCSWITCH_HEALTH_URL",
+        meaning: "share health through Redis: redis://[user:password@]host[:port][/db], \
+                  rediss://… (TLS) or unix:///path/redis.sock (--health-url wins)",
+        default: None,
+    },
+    Variable {
+        name: "CCSWITCH_HEALTH_PREFIX",
+        meaning: "key prefix in Redis",
+        default: Some(Fallback::Text(DEFAULT_HEALTH_PREFIX)),
+    },
+    Variable {
+        name: "CCSWITCH_ROUND_LIMIT_MS",
+        meaning: "failover round window in ms",
+        default: Some(Fallback::Number(DEFAULT_ROUND_LIMIT_MS)),
+    },
+    Variable {
+        name: "CCSWITCH_FIRST_RESPONSE_MS",
+        meaning: "watchdog: ms without a first response from the model",
+        default: Some(Fallback::Number(DEFAULT_FIRST_RESPONSE_MS)),
+    },
+    Variable {
+        name: "CCSWITCH_STALL_MS",
+        meaning: "watchdog: ms without stream progress",
+        default: Some(Fallback::Number(DEFAULT_STALL_MS)),
+    },
+    Variable {
+        name: "CCSWITCH_COOLDOWN_SCALE",
+        meaning: "multiply every breaker cooldown by this factor, 0-1",
+        default: Some(Fallback::Factor(DEFAULT_COOLDOWN_SCALE)),
+    },
+];
 
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -134,7 +227,7 @@ pub fn from_lookup(
         // An empty value is unset (CI files often write `VAR=`).
         match var(name).filter(|v| !v.is_empty()) {
             None => Ok(Duration::from_millis(default)),
-            Some(v) => match crate::cli::parse_decimal(&v.to_string_lossy()) {
+            Some(v) => match parse_decimal(&v.to_string_lossy()) {
                 Some(n) if n > 0 => Ok(Duration::from_millis(n)),
                 _ => Err(ConfigError(format!(
                     "{name} must be a positive integer of milliseconds (got '{}')",
@@ -144,7 +237,7 @@ pub fn from_lookup(
         }
     };
     let cooldown_scale = match var("CCSWITCH_COOLDOWN_SCALE").filter(|v| !v.is_empty()) {
-        None => 1.0,
+        None => DEFAULT_COOLDOWN_SCALE,
         Some(v) => match v.to_string_lossy().trim().parse::<f64>() {
             Ok(f) if (0.0..=1.0).contains(&f) => f,
             _ => {
@@ -185,6 +278,15 @@ pub fn from_lookup(
         stall: ms("CCSWITCH_STALL_MS", DEFAULT_STALL_MS)?,
         cooldown_scale,
     })
+}
+
+/// Decimal digits only: no sign, no exponent, no hex, no surrounding whitespace (for numbers in
+/// the environment and on the command line alike).
+pub fn parse_decimal(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
 }
 
 /// Resolves `PI_CODING_AGENT_DIR` exactly as Pi does, so health lives beside Pi's own files:
@@ -334,6 +436,59 @@ mod tests {
                 .cooldown_scale,
             0.01
         );
+    }
+
+    /// The table is the list of what `from_lookup` reads, no more, no less, and its defaults
+    /// are the ones applied.
+    #[test]
+    fn the_table_lists_exactly_the_variables_read_with_their_defaults() {
+        let asked = std::cell::RefCell::new(Vec::new());
+        let s = from_lookup(
+            |name| {
+                asked.borrow_mut().push(name.to_string());
+                None
+            },
+            Some(PathBuf::from("/home/u")),
+        )
+        .unwrap();
+        let mut asked = asked.into_inner();
+        asked.sort();
+        asked.dedup();
+        let mut listed: Vec<String> = ENVIRONMENT.iter().map(|v| v.name.to_string()).collect();
+        listed.sort();
+        assert_eq!(asked, listed);
+        let default = |name: &str| {
+            ENVIRONMENT
+                .iter()
+                .find(|v| v.name == name)
+                .and_then(|v| v.default)
+                .map(|d| d.to_string())
+        };
+        let ms = |d: Duration| Some(d.as_millis().to_string());
+        assert_eq!(default("CCSWITCH_ROUND_LIMIT_MS"), ms(s.round_limit));
+        assert_eq!(default("CCSWITCH_FIRST_RESPONSE_MS"), ms(s.first_response));
+        assert_eq!(default("CCSWITCH_STALL_MS"), ms(s.stall));
+        assert_eq!(
+            default("CCSWITCH_COOLDOWN_SCALE"),
+            Some(s.cooldown_scale.to_string())
+        );
+        assert_eq!(default("CCSWITCH_HEALTH_PREFIX"), Some(s.health_prefix));
+        assert_eq!(default("CCSWITCH_HEALTH_URL"), None);
+        assert_eq!(s.health_url, None);
+        assert_eq!(s.pi_command, "pi");
+        assert_eq!(s.agent_dir, Some(PathBuf::from("/home/u/.pi/agent")));
+        assert_eq!(
+            ENVIRONMENT[4].describe(),
+            "failover round window in ms (default 480000)"
+        );
+    }
+
+    #[test]
+    fn decimals_are_digits_only() {
+        assert_eq!(parse_decimal("007"), Some(7));
+        for bad in ["", " 7", "+7", "-1", "1e3", "0x10", "99999999999999999999"] {
+            assert_eq!(parse_decimal(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! What a job's attachments contain, as hashes: SHA-256 of each file's bytes (reported in the
 //! result line) and one 64-bit content hash over all of them (what `--resume` keeps per job, to
 //! tell whether the files changed since: `--rerun-changed`, and whether a job that failed
-//! for its content could fare better now). Pure but for [`content_hash_of`], which reads.
+//! for its content could fare better now). Pure, and a leaf: `attach::content_hash_of` reads the
+//! files (with the rules of `@file`) and hashes them with these.
 
 use ring::digest::{SHA256, digest};
 
@@ -28,17 +29,6 @@ pub fn content_hash(digests: &[[u8; 32]]) -> u64 {
     u64::from_be_bytes(head)
 }
 
-/// The content hash of `files` as they are now, read with the rules of `@file` (regular files
-/// only, non-blocking, at most 20 MiB each); `None` when one cannot be read.
-pub fn content_hash_of(files: &[String]) -> Option<u64> {
-    let mut digests = Vec::with_capacity(files.len());
-    for f in files {
-        let path = std::path::absolute(std::path::Path::new(f)).ok()?;
-        digests.push(sha256(&super::read_limited(&path).ok()?));
-    }
-    Some(content_hash(&digests))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,12 +52,12 @@ mod tests {
         let p = dir.path().join("r.md");
         std::fs::write(&p, "v1").unwrap();
         let files = [p.display().to_string()];
-        let v1 = content_hash_of(&files).unwrap();
+        let v1 = crate::attach::content_hash_of(&files).unwrap();
         assert_eq!(v1, content_hash(&[sha256(b"v1")]));
         std::fs::write(&p, "v2").unwrap();
-        assert_ne!(content_hash_of(&files).unwrap(), v1);
+        assert_ne!(crate::attach::content_hash_of(&files).unwrap(), v1);
         assert_eq!(
-            content_hash_of(&[dir.path().join("gone").display().to_string()]),
+            crate::attach::content_hash_of(&[dir.path().join("gone").display().to_string()]),
             None
         );
     }

@@ -244,9 +244,20 @@ fn too_large(n: u64) -> Problem {
     )
 }
 
+/// The content hash of `files` as they are now, read with the rules of `@file` (regular files
+/// only, non-blocking, at most 20 MiB each); `None` when one cannot be read.
+pub fn content_hash_of(files: &[String]) -> Option<u64> {
+    let mut digests = Vec::with_capacity(files.len());
+    for f in files {
+        let path = std::path::absolute(std::path::Path::new(f)).ok()?;
+        digests.push(digest::sha256(&read_limited(&path).ok()?));
+    }
+    Some(digest::content_hash(&digests))
+}
+
 /// Opens without blocking (a FIFO or device cannot stall the open), then checks what was
 /// opened; symlinks to regular files are followed, as users expect of their own files.
-pub(super) fn read_limited(path: &Path) -> Result<Vec<u8>, Problem> {
+fn read_limited(path: &Path) -> Result<Vec<u8>, Problem> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = fs::OpenOptions::new()
         .read(true)

@@ -275,7 +275,7 @@ impl Reader {
                 }),
             };
             let decision = self.filter.decide(number, line_hash, parsed, &mut |files| {
-                crate::attach::digest::content_hash_of(files)
+                crate::attach::content_hash_of(files)
             });
             match decision {
                 Decision::Elsewhere => {}

@@ -11,6 +11,22 @@ fn ok(line: &str) -> JobSpec {
     parse_line(line.as_bytes()).expect("a valid line")
 }
 
+/// Stands for serde_json's own words in an expected reason: its wording is not ours to pin,
+/// only what we put around it.
+const SERDE: &str = "<serde_json's words>";
+
+/// `got` is `want`, where a [`SERDE`] in `want` matches any non-empty text.
+fn same_reason(got: &str, want: &str) -> bool {
+    match want.split_once(SERDE) {
+        None => got == want,
+        Some((before, after)) => {
+            got.len() > before.len() + after.len()
+                && got.starts_with(before)
+                && got.ends_with(after)
+        }
+    }
+}
+
 #[test]
 fn a_full_job_parses() {
     let j = ok(
@@ -33,33 +49,33 @@ fn messages_are_exact() {
         (
             "not json",
             None,
-            "not valid JSON: expected ident at column 2 of that line",
+            "not valid JSON: <serde_json's words> at column 2 of that line",
         ),
         (
             "{\"id\":1,",
             Some(json!(1)),
-            "not valid JSON: EOF while parsing a value at column 8 of that line",
+            "not valid JSON: <serde_json's words> at column 8 of that line",
         ),
         // An id that leads the line survives a JSON error after it.
         (
             r#" { "id" : "d", "prompt":"say "hi""}"#,
             Some(json!("d")),
-            "not valid JSON: expected `,` or `}` at column 31 of that line",
+            "not valid JSON: <serde_json's words> at column 31 of that line",
         ),
         (
             r#"{"prompt":"say "hi"", "id":"e"}"#,
             None,
-            "not valid JSON: expected `,` or `}` at column 17 of that line",
+            "not valid JSON: <serde_json's words> at column 17 of that line",
         ),
         (
             r#"{"id":"f" "prompt":"p"}"#,
             None,
-            "not valid JSON: expected `,` or `}` at column 11 of that line",
+            "not valid JSON: <serde_json's words> at column 11 of that line",
         ),
         (
             r#"{"id":[1, "prompt":"p"}"#,
             None,
-            "not valid JSON: expected `,` or `]` at column 19 of that line",
+            "not valid JSON: <serde_json's words> at column 19 of that line",
         ),
         ("[1]", None, "a job must be a JSON object (got a list)"),
         (r#"{"prompt":"p"}"#, None, "\"id\" is missing"),
@@ -143,7 +159,11 @@ fn messages_are_exact() {
     ];
     for (line, id, reason) in cases {
         let e = err(line);
-        assert_eq!(e.reason, *reason, "{line}");
+        assert!(
+            same_reason(&e.reason, reason),
+            "{line}: {} ≠ {reason}",
+            e.reason
+        );
         assert_eq!(e.id.as_ref().map(JobId::value), id.as_ref(), "{line}");
     }
     assert_eq!(

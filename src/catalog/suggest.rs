@@ -12,6 +12,9 @@
 //! (3 of 5) does not; a guess that far off is noise, and the caller can still list every
 //! known name. Ties keep the order of `names`; a name given twice is offered once.
 //!
+//! The distance is `strsim`'s `osa_distance` (already built for clap's own suggestions); the
+//! tests below hold it to the textbook definition.
+//!
 //! Bounded: both sides are cut to their first [`MAX_CHARS`] characters before comparing, so
 //! one comparison costs at most [`MAX_CHARS`]² steps and three rows of memory.
 
@@ -23,8 +26,8 @@ pub const MAX_CHARS: usize = 128;
 /// Up to `limit` entries of `names` closest to `query`, best first (see the module doc).
 pub fn closest<'a>(query: &str, names: &[&'a str], limit: usize) -> Vec<&'a str> {
     let query = folded(query);
+    let query_len = query.chars().count();
     let mut seen = BTreeSet::new();
-    let mut rows = Rows::default();
     // (distance, position in `names`): sorting by it keeps ties in input order.
     let mut scored: Vec<(usize, usize)> = Vec::new();
     for (at, &name) in names.iter().enumerate() {
@@ -32,12 +35,13 @@ pub fn closest<'a>(query: &str, names: &[&'a str], limit: usize) -> Vec<&'a str>
             continue;
         }
         let name = folded(name);
-        let longer = query.len().max(name.len());
+        let name_len = name.chars().count();
+        let longer = query_len.max(name_len);
         // The distance is at least the length difference: skip hopeless names unmeasured.
-        if 2 * query.len().abs_diff(name.len()) > longer {
+        if 2 * query_len.abs_diff(name_len) > longer {
             continue;
         }
-        let d = rows.distance(&query, &name);
+        let d = strsim::osa_distance(&query, &name);
         if 2 * d <= longer {
             scored.push((d, at));
         }
@@ -71,8 +75,9 @@ pub fn closest_models<'a>(query: &str, keys: &[&'a str], limit: usize) -> Vec<&'
     out
 }
 
-/// The first [`MAX_CHARS`] characters, each lower-cased one-to-one.
-fn folded(s: &str) -> Vec<char> {
+/// The first [`MAX_CHARS`] characters, each lower-cased one-to-one (a character whose lower
+/// case is several, such as `İ`, stays as it is, so lengths are the user's).
+fn folded(s: &str) -> String {
     s.chars()
         .take(MAX_CHARS)
         .map(|c| {
@@ -85,44 +90,6 @@ fn folded(s: &str) -> Vec<char> {
         .collect()
 }
 
-/// Reusable rows of the distance table: the two previous rows are all a transposition needs.
-#[derive(Default)]
-struct Rows {
-    before: Vec<usize>,
-    prev: Vec<usize>,
-    cur: Vec<usize>,
-}
-
-impl Rows {
-    /// Optimal string alignment distance between `a` and `b`.
-    fn distance(&mut self, a: &[char], b: &[char]) -> usize {
-        let m = b.len();
-        let Rows { before, prev, cur } = self;
-        before.clear();
-        before.resize(m + 1, 0);
-        prev.clear();
-        prev.extend(0..=m);
-        cur.clear();
-        cur.resize(m + 1, 0);
-        for (i, &ac) in a.iter().enumerate() {
-            cur[0] = i + 1;
-            for (j, &bc) in b.iter().enumerate() {
-                let mut d = (prev[j] + usize::from(ac != bc))
-                    .min(prev[j + 1] + 1)
-                    .min(cur[j] + 1);
-                // A swap of a[i-1..=i] with b[j-1..=j].
-                if i > 0 && j > 0 && ac == b[j - 1] && a[i - 1] == bc {
-                    d = d.min(before[j - 1] + 1);
-                }
-                cur[j + 1] = d;
-            }
-            std::mem::swap(before, prev);
-            std::mem::swap(prev, cur);
-        }
-        prev[m]
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -130,7 +97,11 @@ mod tests {
     use super::*;
 
     fn distance(a: &str, b: &str) -> usize {
-        Rows::default().distance(&folded(a), &folded(b))
+        strsim::osa_distance(&folded(a), &folded(b))
+    }
+
+    fn chars(s: &str) -> Vec<char> {
+        folded(s).chars().collect()
     }
 
     #[test]
@@ -248,10 +219,10 @@ mod tests {
 
         #[test]
         fn distance_matches_the_full_table(a in word(), b in word()) {
-            let (fa, fb) = (folded(&a), folded(&b));
-            let d = Rows::default().distance(&fa, &fb);
+            let (fa, fb) = (chars(&a), chars(&b));
+            let d = distance(&a, &b);
             prop_assert_eq!(d, reference(&fa, &fb));
-            prop_assert_eq!(d, Rows::default().distance(&fb, &fa));
+            prop_assert_eq!(d, distance(&b, &a));
             prop_assert!(d <= fa.len().max(fb.len()));
         }
 
@@ -264,10 +235,10 @@ mod tests {
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
             let got = closest(&query, &refs, limit);
             // What it should be: every distinct name within the cut, stably by distance.
-            let q = folded(&query);
+            let q = chars(&query);
             let mut want: Vec<(usize, &str)> = Vec::new();
             for &n in &refs {
-                let f = folded(n);
+                let f = chars(n);
                 let d = reference(&q, &f);
                 if 2 * d <= q.len().max(f.len()) && !want.iter().any(|&(_, w)| w == n) {
                     want.push((d, n));

@@ -1,14 +1,13 @@
 //! Usage errors that say what was meant: a flag typed with a look-alike Unicode dash, and a
 //! flag given without the one it needs (clap names only the missing one).
+//!
+//! A leaf below the command line's definition: it returns the message and is handed the clap
+//! command to search, so `cli` uses it and it uses nothing of `cli`.
 
 use std::ffi::OsString;
 
-use clap::CommandFactory as _;
-
-use super::{Cli, UsageError};
-
 /// Names the flag that needs another one (clap only names the missing one).
-pub(super) fn missing_requirement(args: &[OsString]) -> Option<UsageError> {
+pub(super) fn missing_requirement(args: &[OsString]) -> Option<String> {
     let given = |flag: &str| {
         args.iter().skip(1).take_while(|a| *a != "--").any(|a| {
             let a = a.to_string_lossy();
@@ -16,17 +15,17 @@ pub(super) fn missing_requirement(args: &[OsString]) -> Option<UsageError> {
         })
     };
     if given("--resume") && !given("--output") {
-        return Some(UsageError(
+        return Some(
             "--resume needs --output FILE: it skips the jobs that already have a success there"
                 .to_string(),
-        ));
+        );
     }
     for flag in ["--retry-failed", "--rerun-changed"] {
         if given(flag) && !given("--resume") {
-            return Some(UsageError(format!(
+            return Some(format!(
                 "{flag} works only with --resume (and --output FILE): it decides which recorded \
                  jobs run again"
-            )));
+            ));
         }
     }
     if given("--batch") {
@@ -35,7 +34,7 @@ pub(super) fn missing_requirement(args: &[OsString]) -> Option<UsageError> {
     ["--jobs", "--output", "--shard", "--resume"]
         .into_iter()
         .find(|f| given(f))
-        .map(|f| UsageError(format!("{f} works only with --batch FILE")))
+        .map(|f| format!("{f} works only with --batch FILE"))
 }
 
 /// Dashes that phones, word processors and some editors put where two hyphens were typed.
@@ -53,8 +52,12 @@ const LOOKALIKE_DASHES: &[(char, &str)] = &[
 ];
 
 /// A word before `--` that starts with a look-alike dash followed by a flag-like name (`—model`)
-/// was meant as an option; taking it as prompt text would silently change the run.
-pub(super) fn unicode_dash(args: &[OsString]) -> Option<UsageError> {
+/// was meant as an option; taking it as prompt text would silently change the run. `command`
+/// gives the flags to suggest from (built only when such a word is found).
+pub(super) fn unicode_dash(
+    args: &[OsString],
+    command: impl Fn() -> clap::Command,
+) -> Option<String> {
     for arg in args.iter().skip(1).take_while(|a| *a != "--") {
         let text = arg.to_string_lossy();
         let first = text.chars().next()?;
@@ -76,7 +79,7 @@ pub(super) fn unicode_dash(args: &[OsString]) -> Option<UsageError> {
             Some((n, v)) => (n, Some(v)),
             None => (rest, None),
         };
-        let command = Cli::command();
+        let command = command();
         let longs: Vec<String> = command
             .get_arguments()
             .filter_map(|a| a.get_long())
@@ -118,11 +121,11 @@ pub(super) fn unicode_dash(args: &[OsString]) -> Option<UsageError> {
                 )
             }
         };
-        return Some(UsageError(format!(
+        return Some(format!(
             "'{text}' starts with a Unicode dash (U+{:04X} {name}), not '-'; {hint} (put prompt \
              words after -- to send them as they are)",
             u32::from(first)
-        )));
+        ));
     }
     None
 }

@@ -9,29 +9,22 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{ArgAction, CommandFactory, Parser};
 
 use crate::complexity::Complexity;
+use crate::settings::{self, parse_decimal};
 use hints::{missing_requirement, unicode_dash};
 
 mod hints;
 
 pub const USAGE: &str = "pi-ccswitch-run [options] [--] [@file ...] <prompt words ...>";
 
-const AFTER_HELP: &str = "\
+/// The text after the options in `--help`: attachments, the environment (from
+/// [`settings::ENVIRONMENT`], the one list of variables and their defaults) and exit codes.
+fn after_help() -> String {
+    const ATTACHMENTS: &str = "\
 Attachments:
   @path            a UTF-8 text file (wrapped as <file name=\"ABS PATH\">…</file>) or an image
                    (PNG, JPEG, GIF, WebP, recognised by signature); at most 20 MiB each, 20 images
-  @-               standard input, read only when given, with the same rules (name \"stdin\")
-
-Environment:
-  PI_BIN                      the real `pi` executable (default: `pi` on PATH)
-  PI_CODING_AGENT_DIR         Pi's agent directory (default: ~/.pi/agent); health state lives here
-  CCSWITCH_HEALTH_URL         share health through Redis: redis://[user:password@]host[:port][/db],
-                              rediss://… (TLS) or unix:///path/redis.sock (--health-url wins)
-  CCSWITCH_HEALTH_PREFIX      key prefix in Redis (default pi-ccswitch-run:)
-  CCSWITCH_ROUND_LIMIT_MS     failover round window (default 480000)
-  CCSWITCH_FIRST_RESPONSE_MS  watchdog: no first response from the model (default 90000)
-  CCSWITCH_STALL_MS           watchdog: no stream progress (default 120000)
-  CCSWITCH_COOLDOWN_SCALE     multiply every breaker cooldown by this factor, 0-1 (default 1)
-
+  @-               standard input, read only when given, with the same rules (name \"stdin\")";
+    const EXIT_CODES: &str = "\
 Exit codes:
   0    success: a model gave a complete answer (or --help/--version)
   1    failover exhausted: no healthy candidate left, or the round window ran out
@@ -39,40 +32,42 @@ Exit codes:
   124  the --timeout-ms deadline passed
   130  interrupted by SIGINT
   143  terminated by SIGTERM or SIGHUP";
+    format!("{ATTACHMENTS}\n\n{}\n{EXIT_CODES}", environment_help())
+}
 
-/// The environment variables the runner reads (for the man page; `--help` lists the same).
-pub const ENVIRONMENT: [(&str, &str); 8] = [
-    ("PI_BIN", "the real `pi` executable (default: `pi` on PATH)"),
-    (
-        "PI_CODING_AGENT_DIR",
-        "Pi's agent directory (default: ~/.pi/agent); health state and the run log live here",
-    ),
-    (
-        "CCSWITCH_HEALTH_URL",
-        "share health through Redis: redis://[user:password@]host[:port][/db], rediss://… (TLS) \
-         or unix:///path/redis.sock (--health-url wins)",
-    ),
-    (
-        "CCSWITCH_HEALTH_PREFIX",
-        "key prefix in Redis (default pi-ccswitch-run:)",
-    ),
-    (
-        "CCSWITCH_ROUND_LIMIT_MS",
-        "failover round window in milliseconds (default 480000)",
-    ),
-    (
-        "CCSWITCH_FIRST_RESPONSE_MS",
-        "watchdog: no first response from the model (default 90000)",
-    ),
-    (
-        "CCSWITCH_STALL_MS",
-        "watchdog: no stream progress (default 120000)",
-    ),
-    (
-        "CCSWITCH_COOLDOWN_SCALE",
-        "multiply every breaker cooldown by this factor, 0-1 (default 1)",
-    ),
-];
+/// `--help` is read in an 100-column terminal at most.
+const HELP_WIDTH: usize = 100;
+
+/// "Environment:" and one entry per variable: the name in a column, the description wrapped
+/// beside it.
+fn environment_help() -> String {
+    let column = 2
+        + settings::ENVIRONMENT
+            .iter()
+            .map(|v| v.name.len())
+            .max()
+            .unwrap_or(0)
+        + 2;
+    let mut out = String::from("Environment:\n");
+    for v in settings::ENVIRONMENT {
+        let mut line = format!("  {:width$}", v.name, width = column - 2);
+        let words = v.meaning.split(' ').map(str::to_string);
+        for word in words.chain(v.default_phrase()) {
+            let starts_line = line.len() == column;
+            if !starts_line && line.chars().count() + 1 + word.chars().count() > HELP_WIDTH {
+                out.push_str(line.trim_end());
+                out.push('\n');
+                line = " ".repeat(column);
+            } else if !starts_line {
+                line.push(' ');
+            }
+            line.push_str(&word);
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
 
 /// The files the runner reads and writes in the agent dir (for the man page).
 pub const FILES: [(&str, &str); 4] = [
@@ -101,7 +96,7 @@ pub const FILES: [(&str, &str); 4] = [
     name = "pi-ccswitch-run",
     version,
     override_usage = USAGE,
-    after_help = AFTER_HELP,
+    after_help = after_help(),
     args_override_self = true,
     disable_help_subcommand = true
 )]
@@ -431,14 +426,6 @@ impl std::fmt::Display for Shard {
     }
 }
 
-/// Decimal digits only: no sign, no exponent, no hex, no surrounding whitespace.
-pub fn parse_decimal(s: &str) -> Option<u64> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
-}
-
 fn parse_jobs(s: &str) -> Result<usize, String> {
     match parse_decimal(s).and_then(|n| usize::try_from(n).ok()) {
         Some(n) if (1..=256).contains(&n) => Ok(n),
@@ -487,8 +474,8 @@ where
     T: Into<OsString> + Clone,
 {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-    if let Some(err) = unicode_dash(&args) {
-        return Err(err);
+    if let Some(err) = unicode_dash(&args, Cli::command) {
+        return Err(UsageError(err));
     }
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
@@ -496,7 +483,7 @@ where
             if e.kind() == ErrorKind::MissingRequiredArgument
                 && let Some(err) = missing_requirement(&args)
             {
-                return Err(err);
+                return Err(UsageError(err));
             }
             return match clap_error(&e) {
                 Some(usage) => Err(usage),

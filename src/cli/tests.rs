@@ -423,9 +423,26 @@ fn explain_wait_and_health_url() {
 #[test]
 fn help_lists_every_environment_variable() {
     let help = command().render_help().to_string();
-    for (name, _) in ENVIRONMENT {
-        assert!(help.contains(name), "--help lacks {name}");
+    for v in settings::ENVIRONMENT {
+        // Each with its description, as generated from the table (words wrap, so compare
+        // them with the whitespace folded).
+        let folded = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+        let entry = folded(&format!("{} {}", v.name, v.describe()));
+        assert!(
+            folded(&help).contains(&entry),
+            "--help lacks {entry}:\n{help}"
+        );
     }
+    let section = help
+        .lines()
+        .skip_while(|l| *l != "Environment:")
+        .take_while(|l| !l.is_empty());
+    let mut entries = 0;
+    for line in section {
+        assert!(line.chars().count() <= 100, "too wide: {line}");
+        entries += usize::from(!line.starts_with("   "));
+    }
+    assert_eq!(entries, 1 + settings::ENVIRONMENT.len(), "{help}");
 }
 
 #[test]

@@ -5,8 +5,8 @@
 
 use std::process::ExitStatus;
 
-use super::Unprepared;
 use crate::agent::SpawnError;
+use crate::attach::{AttachError, Prepared};
 use crate::catalog::ModelInfo;
 use crate::failover::explain::Explanation;
 use crate::failover::reopen::RetryHint;
@@ -54,6 +54,23 @@ pub enum Stop {
     Deadline,
     /// The batch is stopping (a setup problem elsewhere): the job records nothing.
     Halt,
+}
+
+/// What reading a job's attachments came to when it was not a message to send.
+#[derive(Debug)]
+pub enum Unprepared {
+    /// An attachment is unusable (with why). When the problem is in its content, the content
+    /// hash of the job's files, so `--resume` can tell when they change.
+    Attachment {
+        error: AttachError,
+        content_hash: Option<u64>,
+    },
+    /// Every attachment was empty: nothing to send (a batch job; a single run warns instead).
+    AllEmpty(Prepared),
+    /// The deadline (of `timeout_ms`) passed while reading.
+    Deadline { timeout_ms: u64 },
+    /// The reading thread went away (it does not panic, but).
+    Lost(String),
 }
 
 /// What is known about a Pi that went away.

@@ -6,11 +6,11 @@
 
 mod end;
 
-pub use end::{Ended, JobEnd, OldNode, PiLoss, Stop};
+pub use end::{Ended, JobEnd, OldNode, PiLoss, Stop, Unprepared};
 
 use std::time::{Duration, Instant};
 
-use crate::attach::{self, AttachError, Prepared, Stdin};
+use crate::attach::{self, Prepared, Stdin};
 use crate::cli::Invocation;
 use crate::complexity::{self, Complexity};
 use crate::failover;
@@ -81,23 +81,6 @@ impl Thinking {
     }
 }
 
-/// What reading a job's attachments came to when it was not a message to send.
-#[derive(Debug)]
-pub enum Unprepared {
-    /// An attachment is unusable (with why). When the problem is in its content, the content
-    /// hash of the job's files, so `--resume` can tell when they change.
-    Attachment {
-        error: AttachError,
-        content_hash: Option<u64>,
-    },
-    /// Every attachment was empty: nothing to send (a batch job; a single run warns instead).
-    AllEmpty(Prepared),
-    /// The deadline (of `timeout_ms`) passed while reading.
-    Deadline { timeout_ms: u64 },
-    /// The reading thread went away (it does not panic, but).
-    Lost(String),
-}
-
 /// Reads the attachments (on the blocking pool: decoding and downscaling a photo takes a few
 /// hundred ms, during which other workers' Pi streams must still be served) within `deadline`.
 /// A batch job whose attachments are all empty is refused here; a single run warns.
@@ -112,7 +95,7 @@ pub async fn prepare(
     let reading = tokio::task::spawn_blocking(move || {
         let prepared = attach::prepare(&owned, &text, stdin);
         let content = match &prepared {
-            Err(e) if e.in_content => attach::digest::content_hash_of(&owned),
+            Err(e) if e.in_content => attach::content_hash_of(&owned),
             _ => None,
         };
         (prepared, content)

@@ -13,7 +13,6 @@ use crate::agent;
 use crate::catalog::{ModelInfo, origin};
 use crate::cli::{Invocation, Profile};
 use crate::clock;
-use crate::exit::Exit;
 use crate::health::store::{Check, HealthStore};
 use crate::settings::Settings;
 
@@ -94,13 +93,20 @@ fn writable(dir: &Path) -> std::io::Result<()> {
     }
 }
 
+/// What `--doctor` found: the text for stdout (one line per check, or JSON) and whether every
+/// check passed (else exit 2). The caller prints it, so this module does no output of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub text: String,
+    pub all_ok: bool,
+}
+
 pub async fn run(
     settings: &Settings,
     inv: &Invocation,
     dir: &Path,
     store: &mut dyn HealthStore,
-    console: &crate::console::Console,
-) -> Exit {
+) -> Report {
     let pi_args = &inv.pi_args();
     let profile = &inv.profile;
     let json = inv.json;
@@ -250,8 +256,10 @@ pub async fn run(
             .map(|l| format!("{} {}: {}\n", l.level.tag(), l.name, l.detail))
             .collect()
     };
-    let exit = super::write_out(console, &text);
-    if failed { Exit::Error } else { exit }
+    Report {
+        text,
+        all_ok: !failed,
+    }
 }
 
 /// How a doctor line came out: a warning does not fail `--doctor` (exit 0), a failure does.

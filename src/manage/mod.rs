@@ -174,7 +174,11 @@ pub async fn run(
             };
             finish_update(console, res, &format!("reset {target}\n"), json)
         }
-        Mode::Doctor => doctor::run(settings, inv, &dir, store.as_mut(), console).await,
+        Mode::Doctor => {
+            let report = doctor::run(settings, inv, &dir, store.as_mut()).await;
+            let exit = write_out(console, &report.text);
+            if report.all_ok { exit } else { Exit::Error }
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! README.md and README.zh-CN.md document the same interface, and say the same (issue 21). Every
 //! long flag, `PI_…`/`CCSWITCH_…` environment variable and exit code named in one README is named
 //! in the other, and so is every flag of the command definition, every variable of
-//! `cli::ENVIRONMENT` and every code of `Exit::ALL`. Both have the same outline: the same
+//! `settings::ENVIRONMENT` and every code of `Exit::ALL`. Both have the same outline: the same
 //! sequence of `#`-headings by level (outside code blocks), the same tables in the same order,
 //! each of the same shape (rows × columns, and every row as wide as its header), and the same
 //! code blocks in the same order, by fence language. Each README links to the other, their
@@ -451,9 +451,9 @@ fn both_readmes_document_the_same_flags() {
 
 #[test]
 fn both_readmes_document_the_same_environment_variables() {
-    let defined: BTreeSet<String> = pi_ccswitch_run::cli::ENVIRONMENT
+    let defined: BTreeSet<String> = pi_ccswitch_run::settings::ENVIRONMENT
         .iter()
-        .map(|(name, _)| name.to_string())
+        .map(|v| v.name.to_string())
         .collect();
     let problems = missing(
         "environment variables",

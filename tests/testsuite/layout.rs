@@ -1,9 +1,13 @@
-//! The shape of the source tree (issue 10): the `crate::` imports between top-level modules form
-//! no cycle, so the layers read top-down, and no source file outside the test modules grows past
-//! ~900 lines.
+//! The shape of the source tree (issues 10 and 22): no import cycle at any depth — neither
+//! between top-level modules (so the layers read top-down) nor between any two modules, a parent
+//! and its child included (a child may use its parent's items, or the parent its child's, not
+//! both) — and no source file outside the test modules grows past ~900 lines.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod modgraph;
+
 use std::path::{Path, PathBuf};
+
+use modgraph::{Graph, ModPath, show};
 
 const MAX_LINES: usize = 900;
 
@@ -31,55 +35,28 @@ fn production_part(text: &str) -> &str {
     text.split("#[cfg(test)]").next().unwrap_or(text)
 }
 
-/// The top-level modules named after `crate::`, including inside `crate::{a, b::c}`.
-fn used_modules(text: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    let ident = |s: &str| -> String {
-        s.trim_start()
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect()
-    };
-    for (at, _) in text.match_indices("crate::") {
-        let rest = &text[at + "crate::".len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            let mut depth = 0usize;
-            let mut start = 0;
-            for (i, c) in group.char_indices() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => {
-                        out.insert(ident(&group[start..i]));
-                        break;
-                    }
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => {
-                        out.insert(ident(&group[start..i]));
-                        start = i + 1;
-                    }
-                    _ => {}
-                }
-            }
-        } else {
-            out.insert(ident(rest));
-        }
-    }
-    out.remove("");
-    out
+fn m(path: &str) -> ModPath {
+    path.split("::")
+        .skip(1)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
-fn top_module(rel: &Path) -> String {
-    let first = rel.components().next().expect("a path");
-    let first = first.as_os_str().to_string_lossy();
-    first.trim_end_matches(".rs").to_string()
+fn cycle_text(cycle: &[ModPath]) -> String {
+    cycle.iter().map(show).collect::<Vec<_>>().join(" → ")
+}
+
+/// The crate's module graph, read from `src/lib.rs` down.
+fn crate_graph() -> Graph {
+    Graph::of_crate(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
 }
 
 #[test]
-fn the_module_graph_has_no_cycles_and_no_file_is_too_long() {
+fn no_source_file_is_too_long() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     sources(&src, &mut files);
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut too_long = Vec::new();
     for path in &files {
         let rel = path.strip_prefix(&src).expect("under src");
@@ -87,58 +64,113 @@ fn the_module_graph_has_no_cycles_and_no_file_is_too_long() {
             continue;
         }
         let text = std::fs::read_to_string(path).expect("read");
-        let code = production_part(&text);
-        if code.lines().count() > MAX_LINES {
-            too_long.push(format!(
-                "{} ({} lines)",
-                rel.display(),
-                code.lines().count()
-            ));
+        let lines = production_part(&text).lines().count();
+        if lines > MAX_LINES {
+            too_long.push(format!("{} ({lines} lines)", rel.display()));
         }
-        let top = top_module(rel);
-        let edges = graph.entry(top.clone()).or_default();
-        edges.extend(used_modules(code).into_iter().filter(|m| *m != top));
     }
     assert!(too_long.is_empty(), "over {MAX_LINES} lines: {too_long:?}");
-    // Depth-first search for a back edge; the cycle is reported as a path.
-    fn visit(
-        node: &str,
-        graph: &BTreeMap<String, BTreeSet<String>>,
-        path: &mut Vec<String>,
-        done: &mut BTreeSet<String>,
-    ) -> Option<Vec<String>> {
-        if let Some(at) = path.iter().position(|n| n == node) {
-            let mut cycle = path[at..].to_vec();
-            cycle.push(node.to_string());
-            return Some(cycle);
-        }
-        if done.contains(node) {
-            return None;
-        }
-        path.push(node.to_string());
-        for next in graph.get(node).into_iter().flatten() {
-            if let Some(c) = visit(next, graph, path, done) {
-                return Some(c);
-            }
-        }
-        path.pop();
-        done.insert(node.to_string());
-        None
+}
+
+#[test]
+fn no_module_cycle_at_any_depth() {
+    let graph = crate_graph();
+    let cycles: Vec<String> = graph.cycles().iter().map(|c| cycle_text(c)).collect();
+    assert!(cycles.is_empty(), "module cycles:\n{}", cycles.join("\n"));
+    // The production layers, top-level module by top-level module (a test module may use any
+    // layer's helpers; production code only those below it).
+    let production = |p: &ModPath| !graph.modules.get(p).is_some_and(|m| m.test);
+    let top = graph.top_level(production);
+    if let Some(cycle) = modgraph::find_cycle(&top) {
+        panic!("top-level module cycle: {}", cycle_text(&cycle));
     }
-    let mut done = BTreeSet::new();
-    for node in graph.keys() {
-        let cycle = visit(node, &graph, &mut Vec::new(), &mut done);
+    // The scan sees the tree and its edges at all (a broken scanner would pass vacuously):
+    // file modules, `#[path]` test files, inline test modules, and edges written each way.
+    for module in [
+        "crate::health::store::redis::url::tests",
+        "crate::settings::tests",
+        "crate::cli::tests::random_argv",
+        "crate::fuzz",
+    ] {
+        assert!(graph.modules.contains_key(&m(module)), "{module} not found");
+    }
+    assert!(graph.modules[&m("crate::settings::tests")].test);
+    assert!(!graph.modules[&m("crate::health::store")].test);
+    for (from, to) in [
+        ("crate::failover", "crate::health"),
+        ("crate::driver", "crate::failover"),
+    ] {
         assert!(
-            cycle.is_none(),
-            "module cycle: {}",
-            cycle.unwrap_or_default().join(" → ")
+            top[&m(from)].contains(&m(to)),
+            "{from} → {to} not found: {top:?}"
         );
     }
-    // The scan sees the graph at all (a broken scanner would pass vacuously).
-    assert!(graph["failover"].contains("health"), "{graph:?}");
-    assert!(graph["driver"].contains("failover"), "{graph:?}");
-    assert!(
-        used_modules("use crate::{a::b, c::{d, e}};\nx(crate::f::g)")
-            == ["a", "c", "f"].iter().map(|s| s.to_string()).collect()
+    for (from, to) in [
+        // `use crate::…`, `use super::…`, a parent's re-export of its child, a child module's
+        // path in code, a path through imports (`super::Incoming`: a glob, then codec's `use super::Incoming`).
+        ("crate::health::store::api", "crate::health"),
+        ("crate::health::store::file", "crate::health::store::api"),
+        ("crate::health::store", "crate::health::store::file"),
+        ("crate::cli", "crate::cli::hints"),
+        ("crate::attach::image::fit", "crate::attach::image::types"),
+        (
+            "crate::health::store::redis::url::tests",
+            "crate::health::store",
+        ),
+        ("crate::settings::tests", "crate::settings"),
+        ("crate::rpc::codec::tests::old", "crate::rpc"),
+    ] {
+        assert!(
+            graph.edges[&m(from)].contains(&m(to)),
+            "{from} → {to} not found: {:?}",
+            graph.edges[&m(from)]
+        );
+    }
+}
+
+#[test]
+fn the_scanner_resolves_paths_to_modules() {
+    let g = Graph::of_text(
+        r##"
+        mod a { pub mod b { pub struct T; } pub fn f() {} }
+        mod c {
+            use crate::a::{b::T, self as alias};
+            // crate::z::Q in a comment and "crate::z::Q" in a string are no use.
+            fn g() { let _ = '{'; alias::f(); let _ = r#"}"#; }
+            mod d { use super::super::a::b; fn h(_: b::T) {} }
+            mod e { use super::*; }
+        }
+        #[cfg(test)]
+        mod t { fn x() { crate::c::g(); std::mem::drop(1); } }
+        "##,
+    );
+    let edges = |from: &str| -> Vec<String> { g.edges[&m(from)].iter().map(show).collect() };
+    assert_eq!(edges("crate::c"), ["crate::a", "crate::a::b"]);
+    assert_eq!(edges("crate::c::d"), ["crate::a::b"]);
+    assert_eq!(edges("crate::c::e"), ["crate::c"]);
+    assert_eq!(edges("crate::t"), ["crate::c"]);
+    assert!(edges("crate").is_empty(), "declaring a module is not a use");
+    assert!(g.modules[&m("crate::t")].test);
+    assert!(!g.modules[&m("crate::c::d")].test);
+    assert!(g.cycle().is_none());
+
+    // A parent and a child that use each other are a cycle; a deeper one is found too.
+    let g =
+        Graph::of_text("mod p { pub struct S; mod q { pub struct R; use super::S; } use q::R; }");
+    let cycle = cycle_text(&g.cycle().expect("p ↔ p::q"));
+    assert_eq!(cycle, "crate::p → crate::p::q → crate::p");
+    let g = Graph::of_text(
+        "mod a { pub mod x { fn f() { crate::b::y::g(); } } }
+         mod b { pub mod y { pub fn g() {} fn h() { crate::a::z::k(); } } }
+         mod a2 {}",
+    );
+    assert!(g.cycle().is_none(), "a::x → b::y only");
+    let g = Graph::of_text(
+        "mod a { pub mod x { fn f() { crate::b::y::g(); } } }
+         mod b { pub mod y { pub fn g() { crate::a::x::f(); } } }",
+    );
+    assert_eq!(
+        cycle_text(&g.cycle().expect("a::x ↔ b::y")),
+        "crate::a::x → crate::b::y → crate::a::x"
     );
 }

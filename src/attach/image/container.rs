@@ -7,7 +7,7 @@
 //! over any byte.
 
 use super::decode::size_detail;
-use super::{ImageError, ImageFormat, MAX_PIXELS};
+use super::types::{ImageError, ImageFormat, MAX_PIXELS};
 
 /// Walk the container to its end so truncation cannot go unnoticed. Returns the frame count
 /// (1 for still formats).

@@ -8,7 +8,7 @@ use std::io::Cursor;
 use ::image::metadata::Orientation;
 use ::image::{DynamicImage, ImageDecoder, ImageReader, Limits};
 
-use super::{ImageError, ImageFormat, MAX_PIXELS};
+use super::types::{ImageError, ImageFormat, MAX_PIXELS};
 
 /// Decoder memory bound, so a hostile header cannot make a decoder allocate gigabytes.
 pub(super) const MAX_DECODER_ALLOC: u64 = 512 * 1024 * 1024;

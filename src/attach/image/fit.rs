@@ -12,7 +12,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
 use super::pixels::{Pixels, area};
-use super::{ImageError, ImageFormat, MIN_PNG_LONG_SIDE, PreparedImage, base64_len};
+use super::types::{ImageError, ImageFormat, MIN_PNG_LONG_SIDE, PreparedImage, base64_len};
 
 const JPEG_QUALITY: u8 = 85;
 /// Aim this far below the budget so a prediction that is a little off still fits.

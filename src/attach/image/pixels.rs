@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use ::image::metadata::Orientation;
 use ::image::{DynamicImage, ExtendedColorType, GenericImageView, ImageBuffer};
 
-use super::ImageError;
+use super::types::ImageError;
 
 /// Area in pixels, at least 1 (a divisor for bytes per pixel).
 pub(super) fn area(width: u32, height: u32) -> f64 {

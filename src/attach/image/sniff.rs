@@ -3,7 +3,7 @@
 //! ASCII signatures, and the wording that names a rejected binary. Must not: decode, check
 //! integrity (a signature is a claim, proven by `container` and `decode`), or do any I/O.
 
-use super::ImageFormat;
+use super::types::ImageFormat;
 
 /// What a file's bytes are, judged by signature only.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -54,6 +54,7 @@ use round::Round;
 use shared_view::SharedView;
 use tally::Tally;
 use timers::{Timer, TimerTable, Watchdog};
+pub use wire::RESPONSE_TIMEOUT;
 use wire::Wire;
 
 /// Sent after a failure when tools already ran: the context keeps the finished tool work.
@@ -63,8 +64,6 @@ above. Then give the final answer.";
 
 /// How long Pi may take to settle after `abort` before the run is declared wedged.
 const ABORT_GRACE: Duration = Duration::from_secs(10);
-/// How long Pi may take to answer a command (start-up included, normally ~0.5 s).
-pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 /// While waiting for a breaker to reopen, shared health is re-read at least this often (another
 /// process's probe may close it sooner).
 pub const WAIT_POLL: Duration = Duration::from_millis(1000);

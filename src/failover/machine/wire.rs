@@ -3,12 +3,15 @@
 //! awaited command is unanswered; the time of each send is passed in.
 
 use std::collections::VecDeque;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::timers::{Timer, TimerTable};
-use super::{Action, RESPONSE_TIMEOUT, Tag};
+use super::{Action, Tag};
 use crate::rpc::pending::Pending;
 use crate::rpc::{Command, Response};
+
+/// How long Pi may take to answer a command (start-up included, normally ~0.5 s).
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Debug)]
 pub(super) struct Wire {

@@ -29,7 +29,9 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Check, Claim, HealthStore, Loaded, StoreError, Warning, claim_for, io_err};
+use super::api::{
+    Check, Claim, HealthStore, Loaded, SCHEMA_VERSION, StoreError, Warning, claim_for, io_err,
+};
 use crate::health::{Delta, Health, ProbeTarget, Record, SwitchEntry};
 use crate::lockfile::{self, LockError, LockGuard};
 use crate::redact::{redact, redact_capped};
@@ -38,8 +40,6 @@ use crate::redact::{redact, redact_capped};
 pub const STATE_FILE: &str = "pi-ccswitch-run-state.json";
 /// The advisory lock guarding every read-modify-write of [`STATE_FILE`]. Never deleted.
 pub const LOCK_FILE: &str = "pi-ccswitch-run-state.lock";
-/// Version of the file layout this build reads and writes.
-pub const SCHEMA_VERSION: u64 = 1;
 /// How long a read-modify-write waits for the lock before giving up.
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(5);
 

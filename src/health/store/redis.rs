@@ -41,8 +41,8 @@ use redis::Value;
 use self::conn::{Conn, ConnectError, server_error_text};
 use self::layout::{KeySpace, MAX_VALUE_BYTES, Write};
 use self::url::Addr;
+use super::api::{Check, Claim, HealthStore, Loaded, StoreError, claim_for};
 use super::file::{scrub_delta, scrub_health};
-use super::{Check, Claim, HealthStore, Loaded, StoreError, claim_for};
 use crate::clock;
 use crate::health::Scope;
 use crate::health::cooldown::PROBE_LEASE_MS;
@@ -113,6 +113,14 @@ impl RedisStore {
     pub fn with_timeouts(mut self, connect: Duration, command: Duration) -> RedisStore {
         self.conn.connect_budget = connect;
         self.conn.command_timeout = command;
+        self
+    }
+
+    /// Overrides how long a connection may sit idle before its first command may find it
+    /// dropped by the server (`conn::IDLE_CHECK`); tests pass zero to have any earlier use count
+    /// as idle, instead of waiting a real second.
+    pub fn with_idle_check(mut self, idle: Duration) -> RedisStore {
+        self.conn.idle_check = idle;
         self
     }
 

@@ -48,7 +48,7 @@ fn invalid_lines_keep_their_ids_and_say_where() {
             (
                 r["id"].clone(),
                 r["line"].as_u64().unwrap(),
-                r["error"].clone(),
+                without_serde_words(&r["error"]),
             )
         })
         .collect();
@@ -86,9 +86,7 @@ fn invalid_lines_keep_their_ids_and_say_where() {
             // Not JSON, but the id that leads the line is kept.
             json!("x"),
             7,
-            json!(
-                "input line 7: not valid JSON: EOF while parsing an object at column 22 of that line"
-            ),
+            json!("input line 7: not valid JSON: … at column 22 of that line"),
         ),
         (
             Value::Null,
@@ -574,4 +572,22 @@ fn a_job_whose_attachments_are_all_empty_sends_nothing() {
             .is_some_and(|t| t.contains("Q3 revenue grew.")),
         "{sent:?}"
     );
+}
+
+/// A result's `error` with serde_json's own words cut out (`not valid JSON: … at column 22`):
+/// what serde says about the JSON is its wording, not ours to pin.
+fn without_serde_words(error: &Value) -> Value {
+    let Some(text) = error.as_str() else {
+        return error.clone();
+    };
+    const OURS: &str = "not valid JSON: ";
+    match text.split_once(OURS) {
+        Some((before, theirs)) => match theirs.rsplit_once(" at column ") {
+            Some((words, column)) if !words.is_empty() => {
+                Value::from(format!("{before}{OURS}… at column {column}"))
+            }
+            _ => error.clone(),
+        },
+        None => error.clone(),
+    }
 }

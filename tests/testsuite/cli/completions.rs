@@ -71,8 +71,9 @@ fn readme_usage_block_matches_help() {
 /// status, environment, files, examples and see-also, all from the same definitions as `--help`.
 fn man_page() -> String {
     use clap_mangen::roff::{Roff, bold, roman};
-    use pi_ccswitch_run::cli::{ENVIRONMENT, FILES};
+    use pi_ccswitch_run::cli::FILES;
     use pi_ccswitch_run::exit::Exit;
+    use pi_ccswitch_run::settings::ENVIRONMENT;
     let cmd = pi_ccswitch_run::cli::command();
     let man = clap_mangen::Man::new(cmd).date("2026-11-30");
     let mut out = Vec::new();
@@ -89,10 +90,10 @@ fn man_page() -> String {
         roff.text([roman(exit.meaning())]);
     }
     roff.control("SH", ["ENVIRONMENT"]);
-    for (name, what) in ENVIRONMENT {
+    for v in ENVIRONMENT {
         roff.control("TP", [] as [&str; 0]);
-        roff.text([bold(name)]);
-        roff.text([roman(what)]);
+        roff.text([bold(v.name)]);
+        roff.text([roman(v.describe())]);
     }
     roff.control("SH", ["FILES"]);
     for (name, what) in FILES {

@@ -171,26 +171,53 @@ fn an_outage_fails_fast_and_the_store_recovers_after_a_restart() {
         .health;
     assert_eq!(h.providers["p"].total_failures, 1);
 
-    // A restart while the store is idle goes unnoticed: the idle connection is checked first.
+    // A restart while the store is idle goes unnoticed: a connection idle past the idle check
+    // is retried once on a fresh one if its first command finds it lost. (An idle check of
+    // zero makes any earlier use idle, so no real second has to pass.)
+    let mut idle = store(&server.url()).with_idle_check(Duration::ZERO);
+    idle.load(T0 + 2).expect("load");
     server.restart();
-    std::thread::sleep(Duration::from_millis(1_100));
-    let h = s
+    let h = idle
         .commit(&[quota(T0 + 3, "p")], T0 + 3)
         .expect("after an idle restart")
         .health;
     assert_eq!(h.providers["p"].total_failures, 1);
-    // So is a server that closes idle clients.
+    drop(idle);
+    // So is a server that closes idle clients, with the default idle check (a server's
+    // `timeout` is whole seconds, at least the check's 1 s). That timeout is the real server's
+    // own timer: wait until it has closed the store's connection.
     assert_eq!(
         redis_cmd(&server, &["CONFIG", "SET", "timeout", "1"]),
         Resp::ok()
     );
+    let mut s = store(&server.url());
     s.load(T0 + 4).expect("load");
-    std::thread::sleep(Duration::from_millis(2_500));
+    wait_for_only_this_client(&server);
     let h = s
         .commit(&[quota(T0 + 5, "p")], T0 + 5)
         .expect("after an idle timeout")
         .health;
     assert_eq!(h.providers["p"].total_failures, 2);
+}
+
+/// Polls `CLIENT LIST` until the only connection left is the one asking (the server has closed
+/// every other), within 10 s.
+#[track_caller]
+fn wait_for_only_this_client(server: &RedisServer) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let list = redis_cmd(server, &["CLIENT", "LIST"]);
+        let text = list.as_str().expect("CLIENT LIST is text").to_string();
+        // This poll's own connection is the one running `client|list`.
+        if text.lines().all(|l| l.contains("cmd=client")) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server kept other clients:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]

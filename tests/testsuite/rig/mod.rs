@@ -884,7 +884,20 @@ fn fake_llm_http_level() {
     let mut idle = TcpStream::connect(&addr).unwrap(); // keep-alive connection with no request
     let got = llm.wait_requests(2, Duration::from_secs(5));
     assert!(got.iter().any(|r| r.model == "hang") && got.iter().any(|r| r.model == "stall"));
-    std::thread::sleep(Duration::from_millis(100));
+    // Mid-stall for sure: the start of the body has arrived (the hang is in its wait as soon as
+    // its request is recorded).
+    st.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut head = Vec::new();
+    while !String::from_utf8_lossy(&head).contains("Hello ") {
+        let mut buf = [0u8; 4096];
+        let n = st.read(&mut buf).expect("the stalled body starts");
+        assert!(
+            n > 0,
+            "EOF before the stall: {}",
+            String::from_utf8_lossy(&head)
+        );
+        head.extend_from_slice(&buf[..n]);
+    }
     let t = Instant::now();
     drop(llm);
     assert!(
@@ -895,8 +908,7 @@ fn fake_llm_http_level() {
     assert!(is_eof(&mut h));
     let _ = idle.shutdown(Shutdown::Write);
     assert!(is_eof(&mut idle));
-    let mut rest = Vec::new();
-    st.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut rest = head;
     st.read_to_end(&mut rest).unwrap();
     let rest = String::from_utf8_lossy(&rest);
     assert!(

@@ -63,10 +63,13 @@ pub struct Conn {
     last_used: Option<std::time::Instant>,
     pub connect_budget: Duration,
     pub command_timeout: Duration,
+    /// Idle longer than this, the connection is retried once if its first command finds it
+    /// lost ([`IDLE_CHECK`] unless a test sets another).
+    pub idle_check: Duration,
     /// When the current operation must be over (see `HealthStore::set_deadline`): every round
     /// trip waits at most what is left of it.
     pub deadline: Option<std::time::Instant>,
-    /// The connection [`Conn::get`] returned had been idle past [`IDLE_CHECK`].
+    /// The connection [`Conn::get`] returned had been idle past `idle_check`.
     stale: bool,
 }
 
@@ -78,6 +81,7 @@ impl Conn {
             last_used: None,
             connect_budget: CONNECT_BUDGET,
             command_timeout: COMMAND_TIMEOUT,
+            idle_check: IDLE_CHECK,
             deadline: None,
             stale: false,
         }
@@ -94,7 +98,7 @@ impl Conn {
         self.stale = self.conn.is_some()
             && self
                 .last_used
-                .is_some_and(|t| now.saturating_duration_since(t) > IDLE_CHECK);
+                .is_some_and(|t| now.saturating_duration_since(t) > self.idle_check);
         self.last_used = Some(now);
         if self.left(self.command_timeout).is_zero() {
             return Err(ConnectError::Unreachable(
@@ -118,7 +122,7 @@ impl Conn {
         Ok(conn)
     }
 
-    /// Whether the connection last returned by [`Conn::get`] had been idle (see [`IDLE_CHECK`]).
+    /// Whether the connection last returned by [`Conn::get`] had been idle (see `idle_check`).
     pub fn stale(&self) -> bool {
         self.stale
     }

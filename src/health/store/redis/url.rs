@@ -2,12 +2,21 @@
 //! `unix:///path/redis.sock` (password as `unix://:PASSWORD@/path` or `?password=PASSWORD`,
 //! database as `?db=N`), parsed into a [`RedisUrl`]. Pure: no I/O, no name resolution.
 //!
+//! The `url` crate (the parser `redis` itself builds on) splits the URL; this module checks and
+//! decodes the parts, and is stricter than the WHATWG rules where a lenient reading would
+//! connect somewhere unintended or with another password: a bad %-escape is an error, not
+//! text; `host:` with no port is an error; tabs, newlines and spaces at either end stay part of
+//! what they were typed in; a socket path's escaped `.`/`..` segments are refused. (`url`
+//! resolves literal `.`/`..` segments and writes an IPv6 address in its shortest form.)
+//!
 //! Errors name the part that is wrong but never quote the URL or any piece of it: a password
 //! with an unescaped `/` or `@` shifts every later piece, so any quoted piece could be part of
 //! the password. [`RedisUrl`]'s `Debug` and [`RedisUrl::redacted`] never show the password.
 
 use std::fmt;
 use std::path::PathBuf;
+
+use ::url::{Host, ParseError, Url};
 
 /// Redis' default port (plain and TLS alike, as redis-cli and the common clients assume).
 pub const DEFAULT_PORT: u16 = 6379;
@@ -97,6 +106,7 @@ pub enum UrlError {
     UnknownParameter,
     UnixWithHost,
     UnixNoPath,
+    DotSegment,
 }
 
 /// Which part of the URL a percent-escape problem is in.
@@ -139,6 +149,9 @@ impl fmt::Display for UrlError {
                  unix://:PASSWORD@/path/redis.sock"
             }
             UrlError::UnixNoPath => "no absolute socket path: unix:///path/redis.sock",
+            UrlError::DotSegment => {
+                "the socket path has a . or .. segment (write the path without them)"
+            }
         };
         f.write_str(text)
     }
@@ -148,48 +161,17 @@ impl std::error::Error for UrlError {}
 
 /// Parses a health URL.
 pub fn parse(url: &str) -> Result<RedisUrl, UrlError> {
-    if url.len() > MAX_URL_BYTES {
-        return Err(UrlError::TooLong);
-    }
-    let (scheme, rest) = url.split_once("://").ok_or(UrlError::NoScheme)?;
-    let kind = match scheme.to_ascii_lowercase().as_str() {
-        "redis" => Kind::Tcp { tls: false },
-        "rediss" => Kind::Tcp { tls: true },
-        "unix" => Kind::Unix,
-        _ => return Err(UrlError::UnknownScheme),
-    };
-    if rest.contains('#') {
-        return Err(UrlError::Fragment);
-    }
-    let (rest, query) = match rest.split_once('?') {
-        Some((r, q)) => (r, Some(q)),
-        None => (rest, None),
-    };
-    // Userinfo cannot hold an unescaped `/`, so the authority ends at the first one.
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, ""),
-    };
-    let (userinfo, hostport) = match authority.rsplit_once('@') {
-        Some((u, h)) => (Some(u), h),
-        None => (None, authority),
-    };
-    let (mut username, mut password) = match userinfo {
-        None => (None, None),
-        Some(u) => {
-            let (user, pw) = match u.split_once(':') {
-                Some((user, pw)) => (user, Some(pw)),
-                None => (u, None),
-            };
-            let user = decode(user).ok_or(UrlError::BadEscape(Part::User))?;
-            let pw = pw
-                .map(|p| decode(p).ok_or(UrlError::BadEscape(Part::Password)))
-                .transpose()?;
-            (Some(user), pw)
-        }
-    };
+    let parsed = structure(url)?;
+    let u = &parsed.url;
+    let mut username = Some(decode(u.username()).ok_or(UrlError::BadEscape(Part::User))?);
+    let mut password = u
+        .password()
+        .map(|p| decode(p).ok_or(UrlError::BadEscape(Part::Password)))
+        .transpose()?;
+    // The query is read here, not as `application/x-www-form-urlencoded` (`url`'s
+    // `query_pairs`): a `+` in a password is a plus, and a bad %-escape is an error.
     let mut db_from_query = None;
-    for pair in query.into_iter().flat_map(|q| q.split('&')) {
+    for pair in u.query().into_iter().flat_map(|q| q.split('&')) {
         if pair.is_empty() {
             continue;
         }
@@ -212,22 +194,56 @@ pub fn parse(url: &str) -> Result<RedisUrl, UrlError> {
     }
     username = username.filter(|u| !u.is_empty());
     password = password.filter(|p| !p.is_empty());
-    let (addr, db_from_path) = match kind {
+    let (addr, db_from_path) = match parsed.kind {
         Kind::Tcp { tls } => {
-            let (host, port) = parse_hostport(hostport)?;
-            let db = match path.strip_prefix('/') {
+            let host = match u.host() {
+                None => return Err(UrlError::NoHost),
+                Some(Host::Ipv6(ip)) => ip.to_string(),
+                Some(Host::Ipv4(ip)) => ip.to_string(),
+                Some(Host::Domain(name)) => {
+                    // `url` keeps a non-special scheme's host opaque (%-escapes and all).
+                    let is_name =
+                        |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_');
+                    if name.is_empty() {
+                        return Err(UrlError::NoHost);
+                    }
+                    if !name.bytes().all(is_name) || name.len() > 253 {
+                        return Err(UrlError::BadHost);
+                    }
+                    name.to_string()
+                }
+            };
+            let port = match u.port() {
+                Some(0) => return Err(UrlError::BadPort),
+                Some(p) => p,
+                // `url` reads `host:` as no port; a `:` with nothing after it is a mistake.
+                None if parsed.empty_port => return Err(UrlError::BadPort),
+                None => DEFAULT_PORT,
+            };
+            if parsed.dot_segment {
+                return Err(UrlError::BadDb);
+            }
+            let db = match u.path().strip_prefix('/') {
                 None | Some("") => None,
                 Some(n) => Some(parse_db(n)?),
             };
             (Addr::Tcp { host, port, tls }, db)
         }
         Kind::Unix => {
-            if !hostport.is_empty() {
+            if (u.host().is_some() && !parsed.placeholder_host)
+                || u.port().is_some()
+                || parsed.empty_port
+            {
                 return Err(UrlError::UnixWithHost);
             }
-            let decoded = decode(path).ok_or(UrlError::BadEscape(Part::Path))?;
+            let decoded = decode(u.path()).ok_or(UrlError::BadEscape(Part::Path))?;
             if !decoded.starts_with('/') || decoded.len() < 2 || decoded.contains('\0') {
                 return Err(UrlError::UnixNoPath);
+            }
+            // Escaped slashes can still make one (`/a%2F..%2Fb`), which a re-parse of the
+            // redacted form would resolve.
+            if parsed.dot_segment || decoded.split('/').any(is_dot_segment) {
+                return Err(UrlError::DotSegment);
             }
             (
                 Addr::Unix {
@@ -249,80 +265,138 @@ pub fn parse(url: &str) -> Result<RedisUrl, UrlError> {
     })
 }
 
+/// The password of a health URL as written in it (still %-escaped), from the user info or
+/// `?password=`, for masking. Found wherever the URL's structure parses, even when [`parse`]
+/// then refuses a part (a bad escape, an unknown parameter).
+pub fn written_password(url: &str) -> Option<String> {
+    let parsed = structure(url).ok()?;
+    let query = parsed.url.query().and_then(|q| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix("password=").map(str::to_string))
+    });
+    let userinfo = parsed.url.password().map(str::to_string);
+    userinfo.or(query).filter(|p| !p.is_empty())
+}
+
 enum Kind {
     Tcp { tls: bool },
     Unix,
 }
 
+/// A health URL split into its parts by the `url` crate, before they are checked and decoded.
+struct Structure {
+    kind: Kind,
+    url: Url,
+    /// `host:` with no digits after the colon (`url` drops such a port silently).
+    empty_port: bool,
+    /// Parsed with a stand-in host, for `unix://:PASSWORD@/path` (see [`structure`]).
+    placeholder_host: bool,
+    /// The path as written has a `.` or `..` segment, which `url` resolves (`/tmp/../run` →
+    /// `/run`, `/0/..` → `/`): refused rather than read as another path than the kernel would.
+    dot_segment: bool,
+}
+
+/// Splits a health URL with the `url` crate (the WHATWG rules: the last `@` of the authority
+/// ends the user info, IPv6 in brackets, `?` and `#` end the path), after the checks `url` does
+/// not make: length, scheme and fragment.
+fn structure(input: &str) -> Result<Structure, UrlError> {
+    if input.len() > MAX_URL_BYTES {
+        return Err(UrlError::TooLong);
+    }
+    let (scheme, rest) = input.split_once("://").ok_or(UrlError::NoScheme)?;
+    let kind = match scheme.to_ascii_lowercase().as_str() {
+        "redis" => Kind::Tcp { tls: false },
+        "rediss" => Kind::Tcp { tls: true },
+        "unix" => Kind::Unix,
+        _ => return Err(UrlError::UnknownScheme),
+    };
+    if rest.contains('#') {
+        return Err(UrlError::Fragment);
+    }
+    // `url` drops tabs and newlines anywhere and trims spaces and control characters at both
+    // ends; escaped, each stays in the part it was typed in (a password keeps its tab, a host
+    // with a space is refused), as when the runner read these parts itself.
+    let rest = escape(rest, &[' ']);
+    // Where `url` ends the authority too (`#` is refused above).
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    let empty_port = authority.ends_with(':');
+    let written_path = rest[authority.len()..]
+        .split('?')
+        .next()
+        .unwrap_or_default();
+    let dot_segment = written_path.split('/').any(is_dot_segment);
+    let written = format!("{scheme}://{rest}");
+    let err = match Url::parse(&written) {
+        Ok(url) => {
+            return Ok(Structure {
+                kind,
+                url,
+                empty_port,
+                placeholder_host: false,
+                dot_segment,
+            });
+        }
+        Err(e) => e,
+    };
+    match (&kind, err) {
+        // WHATWG refuses user info without a host, which is the shape of
+        // `unix://:PASSWORD@/path`: a stand-in host fills the gap (and is never taken for one).
+        (Kind::Unix, ParseError::EmptyHost) if authority.ends_with('@') => {
+            let with_host = format!(
+                "{scheme}://{authority}localhost{}",
+                &rest[authority.len()..]
+            );
+            match Url::parse(&with_host) {
+                Ok(url) => Ok(Structure {
+                    kind,
+                    url,
+                    empty_port: false,
+                    placeholder_host: true,
+                    dot_segment,
+                }),
+                Err(_) => Err(UrlError::UnixWithHost),
+            }
+        }
+        // Anything between `unix://` and the path is a host, whatever is wrong with it.
+        (Kind::Unix, _) => Err(UrlError::UnixWithHost),
+        (Kind::Tcp { .. }, ParseError::EmptyHost) => Err(UrlError::NoHost),
+        (Kind::Tcp { .. }, ParseError::InvalidPort) => Err(UrlError::BadPort),
+        (Kind::Tcp { .. }, _) => Err(UrlError::BadHost),
+    }
+}
+
+/// `.` or `..`, also %-escaped (`%2e`), as the WHATWG rules count them.
+fn is_dot_segment(segment: &str) -> bool {
+    matches!(
+        segment.to_ascii_lowercase().replace("%2e", ".").as_str(),
+        "." | ".."
+    )
+}
+
 fn parse_db(text: &str) -> Result<u32, UrlError> {
-    digits(text).ok_or(UrlError::BadDb)
-}
-
-/// Decimal digits only (no sign, no spaces), within `T`'s range.
-fn digits<T: std::str::FromStr>(text: &str) -> Option<T> {
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
+        return Err(UrlError::BadDb);
     }
-    text.parse().ok()
+    text.parse().map_err(|_| UrlError::BadDb)
 }
 
-fn parse_hostport(hostport: &str) -> Result<(String, u16), UrlError> {
-    let (host, port) = if let Some(inner) = hostport.strip_prefix('[') {
-        let (v6, after) = inner.split_once(']').ok_or(UrlError::BadHost)?;
-        if v6.is_empty()
-            || !v6
-                .bytes()
-                .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
-        {
-            return Err(UrlError::BadHost);
-        }
-        let port = match after {
-            "" => None,
-            p => Some(p.strip_prefix(':').ok_or(UrlError::BadHost)?),
-        };
-        (v6, port)
-    } else {
-        match hostport.split_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (hostport, None),
-        }
-    };
-    if host.is_empty() {
-        return Err(UrlError::NoHost);
-    }
-    let is_name = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b':');
-    if !host.bytes().all(is_name) || host.len() > 253 {
-        return Err(UrlError::BadHost);
-    }
-    let port = match port {
-        None => DEFAULT_PORT,
-        Some(p) => digits::<u16>(p)
-            .filter(|p| *p != 0)
-            .ok_or(UrlError::BadPort)?,
-    };
-    Ok((host.to_string(), port))
-}
-
-/// Percent-decoding into UTF-8; `None` on a bad escape or invalid UTF-8.
+/// Percent-decoding into UTF-8; `None` on a bad escape (`%` not followed by two hex digits,
+/// which `url` and `percent_encoding` would both keep as written) or invalid UTF-8.
 fn decode(text: &str) -> Option<String> {
     let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes.get(i + 1..i + 3)?;
-            // `from_str_radix` alone would take a sign (`%+1`).
-            if !hex.iter().all(u8::is_ascii_hexdigit) {
-                return None;
-            }
-            out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
+    let well_formed = bytes.iter().enumerate().all(|(i, &b)| {
+        b != b'%'
+            || bytes
+                .get(i + 1..i + 3)
+                .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit))
+    });
+    if !well_formed {
+        return None;
     }
-    String::from_utf8(out).ok()
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8()
+        .ok()
+        .map(|s| s.into_owned())
 }
 
 /// What would end a user name early.

@@ -48,6 +48,13 @@ fn tcp_forms() {
     let u = ok("redis://:p@ss@h");
     assert_eq!(u.password.as_deref(), Some("p@ss"));
     assert_eq!(u.addr, tcp("h", 6379, false));
+    // Tabs, newlines and spaces are kept where they were typed (the WHATWG rules drop them).
+    assert_eq!(
+        ok("redis://:\ta b\n@h").password.as_deref(),
+        Some("\ta b\n")
+    );
+    // IPv6 in its shortest form.
+    assert_eq!(ok("redis://[0:0::1]:1").addr, tcp("::1", 1, false));
     // Same db twice is fine; a user without a password is kept.
     assert_eq!(ok("redis://h/5?db=5").db, 5);
     assert_eq!(ok("redis://alice@h").username.as_deref(), Some("alice"));
@@ -70,6 +77,14 @@ fn unix_forms() {
         u.addr,
         Addr::Unix {
             path: "/tmp/x/redis.sock".into()
+        }
+    );
+
+    // A space at the end is part of the path, as written.
+    assert_eq!(
+        ok("unix:///tmp/r.sock ").addr,
+        Addr::Unix {
+            path: "/tmp/r.sock ".into()
         }
     );
 
@@ -121,6 +136,16 @@ fn errors_name_the_part() {
         ("unix://:pw@", UrlError::UnixNoPath),
         ("unix:///a%00b", UrlError::UnixNoPath),
         ("unix:///a%g0", UrlError::BadEscape(Part::Path)),
+        // Where the WHATWG rules `url` follows would read something else than was written.
+        ("redis://h/0/..", UrlError::BadDb),
+        ("redis://h/./1", UrlError::BadDb),
+        ("redis://[0]", UrlError::BadHost),
+        ("redis://h:\t", UrlError::BadPort),
+        ("redis://h\n", UrlError::BadHost),
+        ("unix:///tmp/../run/r.sock", UrlError::DotSegment),
+        ("unix:///tmp/%2E%2e/r.sock", UrlError::DotSegment),
+        ("unix:///tmp%2F..%2Fr.sock", UrlError::DotSegment),
+        ("unix://:pw@/./r.sock", UrlError::DotSegment),
     ] {
         assert_eq!(parse(url), Err(want), "{url}");
     }
@@ -186,6 +211,22 @@ fn url_password_agrees_with_the_parser() {
             "{url}"
         );
     }
+}
+
+/// The password as written, for masking: found wherever the structure parses (even when a part
+/// is then refused), in `url`'s spelling (an unescaped `@` is `%40` there; the decoded form is
+/// registered too, from [`parse`]).
+#[test]
+fn written_passwords_for_masking() {
+    use crate::health::store::url_password as written;
+    assert_eq!(written("redis://:a%2Fb@h").as_deref(), Some("a%2Fb"));
+    assert_eq!(written("redis://:pw@h?protocol=3").as_deref(), Some("pw"));
+    assert_eq!(written("redis://:%zz@h").as_deref(), Some("%zz"));
+    assert_eq!(written("redis://:p@ss@h").as_deref(), Some("p%40ss"));
+    assert_eq!(written("unix://:pw@/tmp/r.sock").as_deref(), Some("pw"));
+    assert_eq!(written("redis://h?password=q&db=1").as_deref(), Some("q"));
+    assert_eq!(written("redis://alice@h"), None);
+    assert_eq!(written("not a url"), None);
 }
 
 fn password_strategy() -> impl Strategy<Value = String> {
