@@ -32,6 +32,7 @@ Register-ArgumentCompleter -Native -CommandName 'pi-ccswitch-run' -ScriptBlock {
             [CompletionResult]::new('--models', '--models', [CompletionResultType]::ParameterName, 'Comma-separated model patterns (Pi''s syntax, resolved here); failover stays inside this scope')
             [CompletionResult]::new('--task-complexity', '--task-complexity', [CompletionResultType]::ParameterName, 'Pick a thinking level from the task: auto, low, medium or high (--thinking wins)')
             [CompletionResult]::new('--health-url', '--health-url', [CompletionResultType]::ParameterName, 'Share breaker health through Redis (overrides CCSWITCH_HEALTH_URL)')
+            [CompletionResult]::new('--max-inflight', '--max-inflight', [CompletionResultType]::ParameterName, 'Most requests in flight per provider, e.g. zhipu=3,dashscope=2 (overrides CCSWITCH_MAX_INFLIGHT); the learned limit never goes above it')
             [CompletionResult]::new('--reactivate', '--reactivate', [CompletionResultType]::ParameterName, 'Close the breakers of a model (provider/model) or of everything (all)')
             [CompletionResult]::new('--disable', '--disable', [CompletionResultType]::ParameterName, 'Exclude a model (provider/model) from every run until reactivated')
             [CompletionResult]::new('--reset', '--reset', [CompletionResultType]::ParameterName, 'Forget the health history of a model (provider/model) or of everything (all)')

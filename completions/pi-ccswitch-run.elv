@@ -29,6 +29,7 @@ set edit:completion:arg-completer[pi-ccswitch-run] = {|@words|
             cand --models 'Comma-separated model patterns (Pi''s syntax, resolved here); failover stays inside this scope'
             cand --task-complexity 'Pick a thinking level from the task: auto, low, medium or high (--thinking wins)'
             cand --health-url 'Share breaker health through Redis (overrides CCSWITCH_HEALTH_URL)'
+            cand --max-inflight 'Most requests in flight per provider, e.g. zhipu=3,dashscope=2 (overrides CCSWITCH_MAX_INFLIGHT); the learned limit never goes above it'
             cand --reactivate 'Close the breakers of a model (provider/model) or of everything (all)'
             cand --disable 'Exclude a model (provider/model) from every run until reactivated'
             cand --reset 'Forget the health history of a model (provider/model) or of everything (all)'

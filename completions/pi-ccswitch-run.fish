@@ -12,6 +12,7 @@ low\t''
 medium\t''
 high\t''"
 complete -c pi-ccswitch-run -l health-url -d 'Share breaker health through Redis (overrides CCSWITCH_HEALTH_URL)' -r
+complete -c pi-ccswitch-run -l max-inflight -d 'Most requests in flight per provider, e.g. zhipu=3,dashscope=2 (overrides CCSWITCH_MAX_INFLIGHT); the learned limit never goes above it' -r
 complete -c pi-ccswitch-run -l reactivate -d 'Close the breakers of a model (provider/model) or of everything (all)' -r
 complete -c pi-ccswitch-run -l disable -d 'Exclude a model (provider/model) from every run until reactivated' -r
 complete -c pi-ccswitch-run -l reset -d 'Forget the health history of a model (provider/model) or of everything (all)' -r

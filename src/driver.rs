@@ -102,6 +102,11 @@ impl Session {
             explain: job.explain,
             deadline: Some(job.deadline),
             health_pending: true,
+            // One slot id per job: a late answer about the last job's slot never touches this one's.
+            capacity: job.capacity.clone().map(|mut c| {
+                c.slot = format!("{}:{}", c.slot, self.jobs);
+                c
+            }),
         };
         self.jobs += 1;
         let mut machine = Machine::with_options(
@@ -118,6 +123,7 @@ impl Session {
             machine.handle_interrupt(start);
         }
         let mut stops_open = true;
+        let mut slot_events = health.slot_events();
         let mut ticker = tokio::time::interval(STATUS_TICK);
         let ended = 'run: loop {
             while let Some(action) = machine.poll_action() {
@@ -137,6 +143,11 @@ impl Session {
                     }
                     Action::ReloadHealth => {
                         health.reload(clock::now().wall_ms, replies_tx.clone());
+                    }
+                    Action::Capacity { id, op, reply } => {
+                        tracing::debug!(id, ?op, "capacity →");
+                        let reply = reply.then(|| replies_tx.clone());
+                        health.capacity(id, op, clock::now().wall_ms, reply);
                     }
                     Action::Progress { line, note } => {
                         let shown = if job.in_batch {
@@ -195,7 +206,16 @@ impl Session {
                     Reply::Reloaded { health } => {
                         machine.handle_health_reloaded(clock::now(), health);
                     }
+                    Reply::Capacity { id, reply } => {
+                        tracing::debug!(id, ?reply, "capacity ←");
+                        machine.handle_capacity(clock::now(), id, reply);
+                    }
                 },
+                changed = slot_events.changed(), if machine.awaiting_slot() => {
+                    if changed.is_ok() {
+                        machine.handle_slot_freed(clock::now());
+                    }
+                }
                 Some(warning) = self.warnings.recv() => {
                     pi_warning(&warning, &job.label, console, status);
                 }
@@ -210,6 +230,10 @@ impl Session {
                 _ = ticker.tick(), if status.enabled() => {
                     let elapsed = clock::now().instant.saturating_duration_since(start.instant);
                     match machine.waiting_until() {
+                        None if machine.awaiting_slot() => status.show(&format!(
+                            "⏳ every candidate is at its capacity limit · waiting for a slot · {:.1}s",
+                            elapsed.as_secs_f64()
+                        )),
                         Some(until) => status.show(&format!(
                             "⏸ every candidate cooling down · resuming in {} · {:.1}s",
                             crate::failover::reopen::human_ms(ms(
@@ -227,6 +251,14 @@ impl Session {
             }
         };
         status.clear();
+        // However the loop ended, a slot still held goes back (the machine's own endings have
+        // queued that already; Pi dying or a stop that never settled have not).
+        machine.abandon(clock::now());
+        while let Some(action) = machine.poll_action() {
+            if let Action::Capacity { id, op, .. } = action {
+                health.capacity(id, op, clock::now().wall_ms, None);
+            }
+        }
         // Pi writes its start-up warnings before it answers on stdout, but on another pipe:
         // let the stderr reader catch up, then pass on what is there.
         for _ in 0..3 {
@@ -265,6 +297,7 @@ impl Session {
             switches: machine.switches(),
             tried: machine.tried(),
             elapsed_ms: ms_since(start.instant),
+            capacity_wait_ms: machine.capacity_wait_ms(clock::now()),
             digests: Vec::new(),
             content_hash: None,
         }

@@ -205,11 +205,14 @@ fn health_for(
         );
     }
     let store = health::store::open(settings, IN_RUN_LOCK_WAIT).map_err(anyhow::Error::msg)?;
+    // The same store again, for capacity slots (see `HealthHandle::start`).
+    let capacity_store = health::store::open(settings, IN_RUN_LOCK_WAIT).ok();
     // The run log stays a local file, whatever the store.
     let log = settings.agent_dir.as_deref().map(runlog::RunLog::new);
     let warn = console.clone();
     health::service::HealthHandle::start(
         store,
+        capacity_store,
         settings.cooldown_scale,
         log,
         Box::new(move |line: &str| warn.error_line(line)),

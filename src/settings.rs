@@ -62,7 +62,7 @@ impl Variable {
 
 /// Every variable [`from_lookup`] reads, with its default and meaning (a test holds the two
 /// to each other).
-pub const ENVIRONMENT: [Variable; 8] = [
+pub const ENVIRONMENT: [Variable; 9] = [
     Variable {
         name: "PI_BIN",
         meaning: "the real `pi` executable",
@@ -104,6 +104,12 @@ pub const ENVIRONMENT: [Variable; 8] = [
         meaning: "multiply every breaker cooldown by this factor, 0-1",
         default: Some(Fallback::Factor(DEFAULT_COOLDOWN_SCALE)),
     },
+    Variable {
+        name: "CCSWITCH_MAX_INFLIGHT",
+        meaning: "most requests in flight per provider, PROVIDER=N[,PROVIDER=N…] \
+                  (--max-inflight wins)",
+        default: None,
+    },
 ];
 
 #[derive(Debug, Clone)]
@@ -121,6 +127,8 @@ pub struct Settings {
     pub cooldown_scale: f64,
     /// `--health-url` or `CCSWITCH_HEALTH_URL`: a Redis store; `None` = the state file.
     pub health_url: Option<String>,
+    /// `CCSWITCH_MAX_INFLIGHT`: provider → most requests in flight (`--max-inflight` wins).
+    pub max_inflight: std::collections::BTreeMap<String, u32>,
     /// `CCSWITCH_HEALTH_PREFIX`: key prefix in Redis.
     pub health_prefix: String,
     /// Values of environment variables whose names say they hold secrets; Pi inherits them, so
@@ -260,6 +268,11 @@ pub fn from_lookup(
             "CCSWITCH_HEALTH_URL expects redis://…, rediss://… or unix:///path".to_string(),
         ));
     }
+    let max_inflight = match var("CCSWITCH_MAX_INFLIGHT").filter(|v| !v.is_empty()) {
+        None => std::collections::BTreeMap::new(),
+        Some(v) => crate::capacity::caps::parse_caps(&v.to_string_lossy())
+            .map_err(|e| ConfigError(format!("CCSWITCH_MAX_INFLIGHT: {e}")))?,
+    };
     let health_prefix = var("CCSWITCH_HEALTH_PREFIX")
         .filter(|v| !v.is_empty())
         .map_or_else(
@@ -268,6 +281,7 @@ pub fn from_lookup(
         );
     Ok(Settings {
         health_url,
+        max_inflight,
         health_prefix,
         secret_values: Vec::new(),
         pi_command,

@@ -52,6 +52,12 @@ impl Run<'_> {
             verbose: inv.verbose,
             explain: inv.mode == Mode::Explain,
             deadline: self.deadline,
+            capacity: Some(job::capacity_options(
+                self.settings,
+                inv,
+                None,
+                crate::capacity::START_LIMIT as usize,
+            )),
         });
         let thinking_source = match (&request.thinking.level, request.thinking.source) {
             (Some(t), ThinkingSource::Flag) => format!("{t} (--thinking)"),

@@ -117,7 +117,11 @@ pub async fn run(
     let source = open_input(&args.file).await?;
     let signals =
         crate::signals::install(groups.clone()).context("cannot install signal handlers")?;
+    let workers = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, std::num::NonZero::get));
     let plan = Plan {
+        capacity: crate::job::capacity_options(settings, inv, None, workers),
         pi_command: settings.pi_command.clone(),
         base_args: inv.base_args.clone(),
         profile: inv.profile.clone(),
@@ -126,9 +130,7 @@ pub async fn run(
         verbose: inv.verbose,
         thinking: inv.thinking.clone(),
         complexity: inv.task_complexity,
-        workers: args.jobs.unwrap_or_else(|| {
-            std::thread::available_parallelism().map_or(2, std::num::NonZero::get)
-        }),
+        workers,
     };
     let (recorded, target) = match ledger {
         Some(l) => (l.recorded, Target::File(l.guard)),
@@ -519,6 +521,7 @@ mod tests {
             .expect("room");
         }
         let plan = Plan {
+            capacity: crate::failover::CapacityOptions::default(),
             pi_command: "pi".into(),
             base_args: Vec::new(),
             profile: crate::cli::Profile::default(),
@@ -532,6 +535,7 @@ mod tests {
                 provider: None,
                 model: None,
                 wait: false,
+                max_inflight: Default::default(),
             },
             timeout: Duration::from_secs(1),
             verbose: 0,

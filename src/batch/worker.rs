@@ -28,6 +28,8 @@ use crate::rpc::Usage;
 
 /// What every job shares.
 pub struct Plan {
+    /// How jobs take capacity slots (the slot id gets the worker's number).
+    pub capacity: crate::failover::CapacityOptions,
     pub pi_command: OsString,
     /// Pi flags other than the system prompt and tools (model, thinking, context files…).
     pub base_args: Vec<String>,
@@ -42,6 +44,16 @@ pub struct Plan {
     /// `--task-complexity`, estimated per job when `--thinking` is not given.
     pub complexity: Option<Complexity>,
     pub workers: usize,
+}
+
+impl Plan {
+    /// Worker `n`'s capacity options: its own slot ids.
+    pub fn capacity_for(&self, n: usize) -> crate::failover::CapacityOptions {
+        crate::failover::CapacityOptions {
+            slot: format!("{}:w{n}", self.capacity.slot),
+            ..self.capacity.clone()
+        }
+    }
 }
 
 /// The Pi profile of one job: `system` replaces `--system-prompt` (`--append-system-prompt`
@@ -298,6 +310,7 @@ impl Worker {
             verbose: plan.verbose,
             explain: false,
             deadline,
+            capacity: Some(plan.capacity_for(self.number)),
         });
         // What the files held when the job ran, for its result (and `--rerun-changed`).
         let finish = |mut ended: Ended| {

@@ -62,6 +62,8 @@
 //! are forgotten (the limit stays as the next start, slow start resumes): a key whose plan
 //! grew overnight is found out at once rather than after a backed-off probe.
 
+pub mod caps;
+pub mod ops;
 mod rules;
 
 use std::collections::BTreeMap;

@@ -186,6 +186,10 @@ pub struct Cli {
     #[arg(long, value_name = "URL", allow_hyphen_values = true)]
     pub health_url: Option<String>,
 
+    /// Most requests in flight per provider, e.g. zhipu=3,dashscope=2 (overrides CCSWITCH_MAX_INFLIGHT); the learned limit never goes above it
+    #[arg(long, value_name = "PROVIDER=N,…", action = ArgAction::Append, allow_hyphen_values = true)]
+    pub max_inflight: Vec<String>,
+
     /// Show the health of every model (breakers, cooldowns, failures) and exit
     #[arg(long, group = "mode")]
     pub status: bool,
@@ -347,6 +351,8 @@ pub struct Invocation {
     pub verbose: u8,
     pub json: bool,
     pub health_url: Option<String>,
+    /// `--max-inflight`, when given (it replaces `CCSWITCH_MAX_INFLIGHT` whole).
+    pub max_inflight: Option<std::collections::BTreeMap<String, u32>>,
     pub mode: Mode,
 }
 
@@ -654,6 +660,15 @@ impl Cli {
             }
         }
         let health_url = checked("--health-url", self.health_url)?;
+        let max_inflight = if self.max_inflight.is_empty() {
+            None
+        } else {
+            let joined = self.max_inflight.join(",");
+            Some(
+                crate::capacity::caps::parse_caps(&joined)
+                    .map_err(|e| UsageError(format!("--max-inflight: {e}")))?,
+            )
+        };
         if let Some(url) = &health_url
             && !["redis://", "rediss://", "unix://"]
                 .iter()
@@ -775,6 +790,7 @@ impl Cli {
             verbose: self.verbose,
             json: self.json,
             health_url,
+            max_inflight,
             mode,
         })
     }

@@ -31,6 +31,8 @@ pub struct Config {
     pub model: Option<String>,
     /// When every candidate is cooling down, wait for the first breaker to reopen.
     pub wait: bool,
+    /// `--max-inflight`: provider → most requests in flight (its providers must exist).
+    pub max_inflight: std::collections::BTreeMap<String, u32>,
 }
 
 /// Per-run options (batch mode runs many on one Pi).
@@ -53,6 +55,20 @@ pub struct Options {
     /// through `handle_health_loaded`. The first request waits for it, but never longer than
     /// [`super::machine::HEALTH_GRACE`] after Pi is ready.
     pub health_pending: bool,
+    /// Take a capacity slot on a provider before each attempt (see `crate::capacity`); `None`
+    /// sends without slots.
+    pub capacity: Option<CapacityOptions>,
+}
+
+/// How this run takes capacity slots.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CapacityOptions {
+    /// The slot id, unique among every process sharing the store (host, process, worker).
+    pub slot: String,
+    /// Where a provider's limit starts when nothing is learned yet (the batch's `--jobs`).
+    pub initial: u32,
+    /// `--max-inflight`: provider → the most requests in flight.
+    pub caps: std::collections::BTreeMap<String, u32>,
 }
 
 /// Why a run ended.
@@ -95,6 +111,9 @@ pub struct Attempt {
     pub duration_ms: u64,
     /// Tokens and cost Pi reported for this attempt's model calls.
     pub usage: Usage,
+    /// The provider refused it for capacity (too many requests in flight): a signal to slow
+    /// down, not a failure of the model.
+    pub capacity_signal: bool,
 }
 
 /// What a progress line is about, so each mode shows what matters to it: a single run shows
@@ -149,6 +168,12 @@ pub enum Action {
     },
     /// Read shared health again and pass it to `handle_health_reloaded` (while waiting).
     ReloadHealth,
+    /// Apply this capacity operation; with `reply`, pass its outcome to `handle_capacity(id, ..)`.
+    Capacity {
+        id: u64,
+        op: crate::capacity::ops::CapacityOp,
+        reply: bool,
+    },
     /// A line for stderr (already without secrets except error text, which the driver redacts).
     Progress {
         line: String,
@@ -210,6 +235,8 @@ pub(super) enum SwitchReason {
     Probe,
     /// A breaker reopened after a wait.
     Reopened,
+    /// The preferred model's provider had no free capacity slot.
+    Capacity,
 }
 
 impl SwitchReason {
@@ -220,6 +247,7 @@ impl SwitchReason {
             SwitchReason::Modality => "modality",
             SwitchReason::Probe => "probe",
             SwitchReason::Reopened => "reopened",
+            SwitchReason::Capacity => "capacity",
         }
     }
 }
@@ -234,6 +262,30 @@ pub(super) enum Phase {
         mode: Redispatch,
         reason: SwitchReason,
         target: crate::health::ProbeTarget,
+    },
+    /// Waiting for the store to grant a capacity slot on one of `choices` (in preference order;
+    /// `choices[0]` is the model wanted), by operation `id`.
+    Admitting {
+        id: u64,
+        choices: Vec<ModelInfo>,
+        mode: Redispatch,
+        reason: SwitchReason,
+    },
+    /// Every choice was full: waiting for a slot to free up (`Timer::SlotCheck`, or a slot
+    /// given back in this process).
+    AwaitingSlot {
+        preferred: ModelInfo,
+        mode: Redispatch,
+        reason: SwitchReason,
+    },
+    /// A capacity signal's refusal is being stored (operation `id`); its verdict decides
+    /// between waiting for a slot and treating the provider as rate-limited.
+    Refusing {
+        id: u64,
+        model: ModelInfo,
+        mode: Redispatch,
+        verdict: Classification,
+        error: String,
     },
     /// Commands of a re-dispatch in flight.
     Dispatching,
@@ -256,5 +308,7 @@ pub(super) enum Phase {
 pub(super) enum Plan {
     Switch(ModelInfo, SwitchReason),
     RetrySame,
+    /// A capacity signal: give the slot back as refused, then wait for one.
+    SlowDown,
     Exhaust(super::Exhaustion),
 }

@@ -23,15 +23,20 @@
 //! asked for while the mirror is fresher than [`FRESH_FOR`] is answered from it: the jobs of a
 //! batch start from what the last job read or wrote, without a round trip each.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot};
+use std::collections::BTreeMap;
+
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::store::{Claim, HealthStore, Loaded, Memory, StoreError, Warning};
 use super::{Delta, Health};
+use crate::capacity::Capacity;
+use crate::capacity::ops::{CapacityOp, CapacityReply};
 use crate::clock;
 use crate::runlog::{LogError, RunLog};
 
@@ -61,6 +66,8 @@ pub enum Reply {
     Probe { granted: bool },
     /// Health read again (a run waiting for a breaker to reopen).
     Reloaded { health: Health },
+    /// What capacity operation `id` of that run came to.
+    Capacity { id: u64, reply: CapacityReply },
 }
 
 enum Request {
@@ -89,6 +96,16 @@ enum Request {
     Listed {
         models: Vec<String>,
     },
+    Capacity {
+        id: u64,
+        op: CapacityOp,
+        now_ms: u64,
+        reply: Option<mpsc::UnboundedSender<Reply>>,
+    },
+    LoadCapacity {
+        now_ms: u64,
+        reply: oneshot::Sender<BTreeMap<String, Capacity>>,
+    },
 }
 
 /// What this process knows of health, readable without the health thread.
@@ -104,32 +121,70 @@ struct Mirror {
 #[derive(Clone)]
 pub struct HealthHandle {
     tx: std_mpsc::Sender<Request>,
+    /// Capacity operations go to a thread (and store connection) of their own when there is
+    /// one: a slot must not wait behind breaker commits, each a few round trips to a store
+    /// that may be far away.
+    capacity_tx: Option<std_mpsc::Sender<Request>>,
     mirror: Arc<Mutex<Mirror>>,
+    /// Bumped whenever this process gives a capacity slot back: a run waiting for one looks
+    /// again at once instead of at its next poll.
+    slots: Arc<watch::Sender<u64>>,
 }
 
 impl HealthHandle {
-    /// Starts the health thread (and its I/O thread) over `store`. `warn` prints one line on
-    /// stderr.
+    /// Starts the health thread (and its I/O thread) over `store`, and a second pair over
+    /// `capacity_store` for capacity operations when one is given (the same store opened
+    /// again). `warn` prints one line on stderr; "health is not shared" is said once for both.
     pub fn start(
         store: Box<dyn HealthStore>,
+        capacity_store: Option<Box<dyn HealthStore>>,
         cooldown_scale: f64,
         log: Option<RunLog>,
         warn: Box<dyn FnMut(&str) + Send>,
     ) -> std::io::Result<HealthHandle> {
         let (tx, rx) = std_mpsc::channel();
         let mirror = Arc::new(Mutex::new(Mirror::default()));
-        let mut worker = Worker {
-            io: Io::start(store)?,
-            memory: Memory::new(cooldown_scale),
-            mirror: Arc::clone(&mirror),
-            broken: None,
-            warned: false,
-            replay: Vec::new(),
-            log,
-            log_warned: false,
-            warn,
-            budget: OP_BUDGET,
+        let slots = Arc::new(watch::channel(0u64).0);
+        let warn = Arc::new(Mutex::new(warn));
+        let warned = Arc::new(AtomicBool::new(false));
+        let worker = |store, mirror, log| -> std::io::Result<Worker> {
+            Ok(Worker {
+                slots: Arc::clone(&slots),
+                io: Io::start(store)?,
+                memory: Memory::new(cooldown_scale),
+                mirror,
+                broken: None,
+                warned: Arc::clone(&warned),
+                replay: Vec::new(),
+                log,
+                log_warned: false,
+                warn: Arc::clone(&warn),
+                budget: OP_BUDGET,
+            })
         };
+        let capacity_tx = match capacity_store {
+            Some(store) => {
+                // Its own mirror: it learns no breakers, and must not overwrite theirs.
+                let mut worker = worker(store, Arc::new(Mutex::new(Mirror::default())), None)?;
+                let (ctx, crx) = std_mpsc::channel::<Request>();
+                // Connects (and reads the records) while Pi starts, so the first slot does not
+                // pay for the connection.
+                let _ = ctx.send(Request::LoadCapacity {
+                    now_ms: clock::now().wall_ms,
+                    reply: oneshot::channel().0,
+                });
+                thread::Builder::new()
+                    .name("health-capacity".into())
+                    .spawn(move || {
+                        for request in crx {
+                            worker.serve(request);
+                        }
+                    })?;
+                Some(ctx)
+            }
+            None => None,
+        };
+        let mut worker = worker(store, Arc::clone(&mirror), log)?;
         thread::Builder::new()
             .name("health".into())
             .spawn(move || {
@@ -147,7 +202,63 @@ impl HealthHandle {
                     .or_else(|| rx.recv().ok());
                 }
             })?;
-        Ok(HealthHandle { tx, mirror })
+        Ok(HealthHandle {
+            tx,
+            capacity_tx,
+            mirror,
+            slots,
+        })
+    }
+
+    /// Queues capacity operation `id`; with `reply`, its outcome comes back as
+    /// [`Reply::Capacity`]. If the thread is gone, the answer is [`CapacityReply::Unavailable`].
+    pub fn capacity(
+        &self,
+        id: u64,
+        op: CapacityOp,
+        now_ms: u64,
+        reply: Option<mpsc::UnboundedSender<Reply>>,
+    ) {
+        let request = Request::Capacity {
+            id,
+            op,
+            now_ms,
+            reply: reply.clone(),
+        };
+        if self.capacity_sender().send(request).is_err()
+            && let Some(reply) = reply
+        {
+            let _ = reply.send(Reply::Capacity {
+                id,
+                reply: CapacityReply::Unavailable,
+            });
+        }
+    }
+
+    /// Every provider's capacity record as the store (or, when it is down, this process) has
+    /// it; empty if the thread is gone or does not answer within `limit`.
+    pub async fn load_capacity(&self, now_ms: u64, limit: Duration) -> BTreeMap<String, Capacity> {
+        let (reply, rx) = oneshot::channel();
+        if self
+            .capacity_sender()
+            .send(Request::LoadCapacity { now_ms, reply })
+            .is_err()
+        {
+            return BTreeMap::new();
+        }
+        match tokio::time::timeout(limit, rx).await {
+            Ok(Ok(records)) => records,
+            _ => BTreeMap::new(),
+        }
+    }
+
+    fn capacity_sender(&self) -> &std_mpsc::Sender<Request> {
+        self.capacity_tx.as_ref().unwrap_or(&self.tx)
+    }
+
+    /// Changes whenever this process gives a capacity slot back.
+    pub fn slot_events(&self) -> watch::Receiver<u64> {
+        self.slots.subscribe()
     }
 
     /// Health as this process knows it right now (what the store last said plus what this
@@ -252,6 +363,13 @@ enum Op {
     Listed {
         models: Vec<String>,
     },
+    Capacity {
+        op: CapacityOp,
+        now_ms: u64,
+    },
+    LoadCapacity {
+        now_ms: u64,
+    },
 }
 
 /// What an operation came to.
@@ -260,6 +378,8 @@ enum Done {
     Committed(Result<Loaded, StoreError>),
     Claimed(Result<(Claim, Loaded), StoreError>),
     Listed,
+    Capacity(Result<CapacityReply, StoreError>),
+    CapacityLoaded(Result<BTreeMap<String, Capacity>, StoreError>),
 }
 
 /// The I/O thread and the one operation it may have under way.
@@ -292,6 +412,10 @@ impl Io {
                             store.note_listed(&models);
                             Done::Listed
                         }
+                        Op::Capacity { op, now_ms } => Done::Capacity(store.capacity(&op, now_ms)),
+                        Op::LoadCapacity { now_ms } => {
+                            Done::CapacityLoaded(store.load_capacity(now_ms))
+                        }
                     };
                     if tx.send((id, result)).is_err() {
                         return;
@@ -314,17 +438,22 @@ enum Outcome {
     Slow,
 }
 
+/// The one line-printer both health threads warn through.
+type SharedWarn = Arc<Mutex<Box<dyn FnMut(&str) + Send>>>;
+
 struct Worker {
+    slots: Arc<watch::Sender<u64>>,
     io: Io,
     memory: Memory,
     mirror: Arc<Mutex<Mirror>>,
     broken: Option<Broken>,
-    warned: bool,
+    /// Shared by the health and capacity threads: the user hears it once.
+    warned: Arc<AtomicBool>,
     /// Deltas not yet in the store, with the id of the commit that carried them last.
     replay: Vec<(u64, Delta)>,
     log: Option<RunLog>,
     log_warned: bool,
-    warn: Box<dyn FnMut(&str) + Send>,
+    warn: SharedWarn,
     budget: Duration,
 }
 
@@ -371,6 +500,24 @@ impl Worker {
                     // Best effort: pruning can wait for another run.
                     let _ = self.run(Op::Listed { models });
                 }
+            }
+            Request::Capacity {
+                id,
+                op,
+                now_ms,
+                reply,
+            } => {
+                let frees = op.frees();
+                let answer = self.capacity(op, now_ms);
+                if let Some(reply) = reply {
+                    let _ = reply.send(Reply::Capacity { id, reply: answer });
+                }
+                if frees {
+                    self.slots.send_modify(|n| *n = n.wrapping_add(1));
+                }
+            }
+            Request::LoadCapacity { now_ms, reply } => {
+                let _ = reply.send(self.load_capacity(now_ms));
             }
         }
         self.publish();
@@ -492,12 +639,16 @@ impl Worker {
         }
     }
 
+    fn say(&self, line: &str) {
+        let mut warn = self.warn.lock().unwrap_or_else(PoisonError::into_inner);
+        (*warn)(line);
+    }
+
     fn fail(&mut self, what: &str, e: &StoreError, now_ms: u64) {
-        if !self.warned {
-            (self.warn)(&format!(
+        if !self.warned.swap(true, Ordering::Relaxed) {
+            self.say(&format!(
                 "warning: health is not shared this run ({what} failed: {e}); continuing in memory"
             ));
-            self.warned = true;
         }
         let permanent = matches!(e, StoreError::NewerSchema { .. });
         self.broken = Some(Broken {
@@ -546,10 +697,10 @@ impl Worker {
 
     fn warnings(&mut self, warnings: &[Warning]) {
         for w in warnings {
-            (self.warn)(&format!("warning: {w}"));
+            self.say(&format!("warning: {w}"));
             // Already explained: nothing will be saved, and once is enough.
             if matches!(w, Warning::NewerSchema { .. }) {
-                self.warned = true;
+                self.warned.store(true, Ordering::Relaxed);
                 self.broken = Some(Broken {
                     since_ms: 0,
                     permanent: true,
@@ -677,6 +828,59 @@ impl Worker {
         }
     }
 
+    /// A capacity operation on the store, or on this process's own records while the store is
+    /// down (per-process limits: never worse than no limits, and the answer is never lost).
+    fn capacity(&mut self, op: CapacityOp, now_ms: u64) -> CapacityReply {
+        if !self.usable(now_ms) {
+            return self.capacity_in_memory(&op, now_ms);
+        }
+        self.recovered(now_ms);
+        if !self.usable(now_ms) {
+            return self.capacity_in_memory(&op, now_ms);
+        }
+        match self.run(Op::Capacity {
+            op: op.clone(),
+            now_ms,
+        }) {
+            Outcome::Done(Done::Capacity(Ok(reply))) => {
+                self.answered();
+                reply
+            }
+            // Another process holds the capacity lock right now: this once, the slot waits.
+            Outcome::Done(Done::Capacity(Err(StoreError::LockTimeout { .. }))) => match op {
+                CapacityOp::Admit { .. } => CapacityReply::Full { next_expiry: None },
+                CapacityOp::Apply { .. } => CapacityReply::Unavailable,
+            },
+            Outcome::Done(Done::Capacity(Err(e))) => {
+                self.fail("taking a capacity slot", &e, now_ms);
+                self.capacity_in_memory(&op, now_ms)
+            }
+            Outcome::Done(_) => CapacityReply::Unavailable,
+            Outcome::Slow => {
+                self.slow("taking a capacity slot", now_ms);
+                self.capacity_in_memory(&op, now_ms)
+            }
+        }
+    }
+
+    fn capacity_in_memory(&mut self, op: &CapacityOp, now_ms: u64) -> CapacityReply {
+        use super::store::HealthStore as _;
+        self.memory
+            .capacity(op, now_ms)
+            .unwrap_or(CapacityReply::Unavailable)
+    }
+
+    fn load_capacity(&mut self, now_ms: u64) -> BTreeMap<String, Capacity> {
+        use super::store::HealthStore as _;
+        if self.usable(now_ms)
+            && let Outcome::Done(Done::CapacityLoaded(Ok(records))) =
+                self.run(Op::LoadCapacity { now_ms })
+        {
+            return records;
+        }
+        self.memory.load_capacity(now_ms).unwrap_or_default()
+    }
+
     fn claim_in_memory(&mut self, target: &super::ProbeTarget, now_ms: u64) -> bool {
         use super::store::HealthStore as _;
         self.memory
@@ -705,7 +909,7 @@ impl Worker {
                 Ok(()) => {}
                 Err(e @ (LogError::Symlink(_) | LogError::NotRegular(_))) => {
                     if !self.log_warned {
-                        (self.warn)(&format!("warning: {e}"));
+                        self.say(&format!("warning: {e}"));
                         self.log_warned = true;
                     }
                     return;
@@ -740,6 +944,7 @@ mod tests {
         let seen = warnings.clone();
         let health = HealthHandle::start(
             Box::new(store),
+            None,
             1.0,
             None,
             Box::new(move |line: &str| seen.lock().expect("warnings").push(line.to_string())),
@@ -832,6 +1037,19 @@ mod budget_tests {
         fn diagnose(&mut self, _: u64) -> Vec<Check> {
             Vec::new()
         }
+        fn capacity(
+            &mut self,
+            _: &super::CapacityOp,
+            _: u64,
+        ) -> Result<super::CapacityReply, StoreError> {
+            self.block()
+        }
+        fn load_capacity(
+            &mut self,
+            _: u64,
+        ) -> Result<super::BTreeMap<String, super::Capacity>, StoreError> {
+            self.block()
+        }
     }
 
     fn quota(at: u64) -> Delta {
@@ -857,6 +1075,7 @@ mod budget_tests {
             Box::new(Stuck {
                 calls: calls.clone(),
             }),
+            None,
             1.0,
             None,
             Box::new(move |line: &str| seen.lock().expect("warnings").push(line.to_string())),

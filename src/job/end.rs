@@ -106,6 +106,8 @@ pub struct Ended {
     /// Models that failed this run, in the order they failed.
     pub tried: Vec<String>,
     pub elapsed_ms: u64,
+    /// How long the job waited for a capacity slot (its providers were at their limits).
+    pub capacity_wait_ms: u64,
     /// SHA-256 of each attachment, in order, when they were read.
     pub digests: Vec<[u8; 32]>,
     /// The job's content hash (see `attach::digest`), when its attachments could be read.
@@ -121,6 +123,7 @@ impl Ended {
             switches: 0,
             tried: Vec::new(),
             elapsed_ms: 0,
+            capacity_wait_ms: 0,
             digests: Vec::new(),
             content_hash: None,
         }

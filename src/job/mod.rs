@@ -8,6 +8,7 @@ mod end;
 
 pub use end::{Ended, JobEnd, OldNode, PiLoss, Stop, Unprepared};
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::attach::{self, Prepared, Stdin};
@@ -36,6 +37,8 @@ pub struct JobRequest {
     pub explain: bool,
     /// When the job must be over (`--timeout-ms`, counted from when reading began).
     pub deadline: Instant,
+    /// How the job takes capacity slots (`None`: it does not, as for `--explain`).
+    pub capacity: Option<failover::CapacityOptions>,
 }
 
 /// The thinking level of a job, and where it came from (for `--explain`).
@@ -137,6 +140,52 @@ pub fn failover_config(
         provider: inv.provider.clone(),
         model: inv.model.clone(),
         wait: inv.wait.unwrap_or(wait_default),
+        max_inflight: max_inflight(settings, inv),
+    }
+}
+
+/// `--max-inflight`, else `CCSWITCH_MAX_INFLIGHT`.
+pub fn max_inflight(settings: &Settings, inv: &Invocation) -> BTreeMap<String, u32> {
+    inv.max_inflight
+        .clone()
+        .unwrap_or_else(|| settings.max_inflight.clone())
+}
+
+/// How the jobs of this process take capacity slots: slot ids start with `host:pid` (plus the
+/// batch worker), so every process sharing the store has its own; a provider's limit starts
+/// from `initial` (a batch's `--jobs`) until one is learned.
+pub fn capacity_options(
+    settings: &Settings,
+    inv: &Invocation,
+    worker: Option<usize>,
+    initial: usize,
+) -> failover::CapacityOptions {
+    let mut slot = format!("{}:{}", host_name(), std::process::id());
+    if let Some(n) = worker {
+        slot.push_str(&format!(":w{n}"));
+    }
+    failover::CapacityOptions {
+        slot,
+        initial: u32::try_from(initial.max(1)).unwrap_or(u32::MAX),
+        caps: max_inflight(settings, inv),
+    }
+}
+
+/// This machine's name, cut to 64 printable characters (`localhost` when it has none).
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` is writable for its whole length, which is what we pass.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let name: String = String::from_utf8_lossy(&buf[..len])
+        .chars()
+        .filter(|c| c.is_ascii_graphic() && *c != ':')
+        .take(64)
+        .collect();
+    if rc != 0 || name.is_empty() {
+        "localhost".to_string()
+    } else {
+        name
     }
 }
 
@@ -152,6 +201,7 @@ pub struct Parts<'a> {
     pub verbose: u8,
     pub explain: bool,
     pub deadline: Instant,
+    pub capacity: Option<failover::CapacityOptions>,
 }
 
 impl JobRequest {
@@ -168,6 +218,7 @@ impl JobRequest {
             verbose,
             explain,
             deadline,
+            capacity,
         } = parts;
         let thinking = Thinking::of(thinking, complexity, prompt, &prepared);
         let request = JobRequest {
@@ -180,6 +231,7 @@ impl JobRequest {
             verbose,
             explain,
             deadline,
+            capacity,
         };
         (request, prepared)
     }

@@ -29,6 +29,8 @@ impl Machine {
                 target: target.clone(),
             };
             self.wire.push(Action::ClaimProbe { target });
+        } else if !self.slot.holds(&model.provider) {
+            self.admit(now, model, mode, reason);
         } else if self
             .dispatch
             .current()
@@ -69,10 +71,11 @@ impl Machine {
         self.tally.switched();
         // Skipping a start model already known to be dead is not news for the shared log
         // (a batch would otherwise write one entry per job).
-        if reason == SwitchReason::Unhealthy {
-            self.record(Delta::SkippedStart);
-        } else {
-            self.record(Delta::Switch(entry));
+        match reason {
+            SwitchReason::Unhealthy => self.record(Delta::SkippedStart),
+            // A full provider is a matter of the moment, not news for the shared log.
+            SwitchReason::Capacity => {}
+            _ => self.record(Delta::Switch(entry)),
         }
         // The round window restarts at each successful switch.
         self.round.switched(now.instant);
@@ -185,6 +188,7 @@ impl Machine {
                 format!("breaker closed: {breaker} (answered)"),
             );
         }
+        self.give_back_slot(now, super::slot::Ending::Answered);
         let duration_ms = self.attempt.ms(now.instant);
         self.tally.push(Attempt {
             model: model.key(),
@@ -192,7 +196,8 @@ impl Machine {
             error: None,
             duration_ms,
             usage: self.attempt.close(),
+            capacity_signal: false,
         });
-        self.finish(Outcome::Answer { text, model });
+        self.finish(now, Outcome::Answer { text, model });
     }
 }

@@ -28,6 +28,10 @@ impl Machine {
         verdict: Classification,
         error: &str,
     ) -> Plan {
+        if self.is_capacity_signal(current, &verdict) {
+            self.capacity_signal(now, current, &verdict, error);
+            return Plan::SlowDown;
+        }
         let class = verdict.class;
         self.record_failure(now, current, verdict.clone(), error);
         if class == FailureClass::UserAbort {
@@ -78,7 +82,10 @@ impl Machine {
                 self.start_redispatch(now, mode, None);
             }
             Plan::Switch(model, reason) => self.go_to(now, model, mode, reason),
-            Plan::Exhaust(_) if self.attempt.empty_answer() => self.finish(Outcome::EmptyAnswer),
+            Plan::SlowDown => self.refuse(now, mode),
+            Plan::Exhaust(_) if self.attempt.empty_answer() => {
+                self.finish(now, Outcome::EmptyAnswer)
+            }
             Plan::Exhaust(reason) => {
                 if reason == Exhaustion::NoCandidate && self.try_wait(now, mode) {
                     return;
@@ -121,6 +128,7 @@ impl Machine {
         );
         let class = verdict.class;
         let scope = verdict.scope;
+        self.retire_slot(now);
         let duration_ms = self.attempt.ms(now.instant);
         self.tally.push(Attempt {
             model: keys.model.clone(),
@@ -128,6 +136,7 @@ impl Machine {
             error: Some(error.clone()),
             duration_ms,
             usage: self.attempt.close(),
+            capacity_signal: false,
         });
         self.open_breaker(now, model, &keys, class, scope, error);
         // The probe is over whatever it proved: a lease this run holds on one of the model's
@@ -141,7 +150,7 @@ impl Machine {
 
     /// Records the failure on the breaker of `scope` (announcing it if that opens it), after
     /// the class's own bookkeeping; some classes open no breaker.
-    fn open_breaker(
+    pub(super) fn open_breaker(
         &mut self,
         now: Now,
         model: &ModelInfo,
@@ -218,7 +227,7 @@ impl Machine {
 
     pub(super) fn choose_and_switch(&mut self, now: Now, mode: Redispatch, reason: SwitchReason) {
         let Some(current) = self.dispatch.current().cloned() else {
-            return self.finish(Outcome::Fatal(Fatal::NoModel));
+            return self.finish(now, Outcome::Fatal(Fatal::NoModel));
         };
         match self.best_candidate(now, &current) {
             Some(next) => self.go_to(now, next, mode, reason),
@@ -289,6 +298,8 @@ impl Machine {
         if until >= deadline {
             return false;
         }
+        // Nothing is sent while waiting: a slot given up goes back now, not with an admission.
+        self.give_back_slot(now, super::slot::Ending::Released);
         let already = matches!(self.phase, Phase::Waiting { .. });
         if !already {
             self.note(
@@ -314,7 +325,7 @@ impl Machine {
         };
         self.round = Round::default();
         let Some(current) = self.dispatch.current().cloned() else {
-            return self.finish(Outcome::Fatal(Fatal::NoModel));
+            return self.finish(now, Outcome::Fatal(Fatal::NoModel));
         };
         let current_ok = self
             .static_candidates()
@@ -350,12 +361,15 @@ impl Machine {
         let last_error = self.tally.last_error().map(str::to_string);
         let too_large = matches!(reason, Exhaustion::NoCandidate | Exhaustion::NoImageModel)
             && self.too_large_for_every_model();
-        self.finish(Outcome::Exhausted {
-            reason,
-            last_error,
-            retry,
-            too_large,
-        });
+        self.finish(
+            now,
+            Outcome::Exhausted {
+                reason,
+                last_error,
+                retry,
+                too_large,
+            },
+        );
     }
 
     /// Nothing in the pool has a context window large enough for the request (or larger than

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use super::classify::{Classification, FailureClass, Observation, classify};
 use super::ending::Fatal;
-pub use super::state::{Action, Attempt, Config, Note, Options, Outcome};
+pub use super::state::{Action, Attempt, CapacityOptions, Config, Note, Options, Outcome};
 use super::state::{Phase, Plan, Redispatch, SwitchReason, Tag};
 use crate::catalog::ModelInfo;
 use crate::clock::Now;
@@ -34,6 +34,7 @@ use crate::health::Health;
 use crate::rpc::{Command, Disposition, ImageContent, Incoming, Message, Response};
 
 mod attempt;
+mod capacity;
 mod dispatch;
 mod dispatch_state;
 mod judge;
@@ -41,6 +42,7 @@ mod pi_view;
 mod request;
 mod round;
 mod shared_view;
+mod slot;
 mod start;
 mod tally;
 mod timers;
@@ -52,6 +54,7 @@ use pi_view::PiView;
 use request::Request;
 use round::Round;
 use shared_view::SharedView;
+use slot::SlotState;
 use tally::Tally;
 use timers::{Timer, TimerTable, Watchdog};
 pub use wire::RESPONSE_TIMEOUT;
@@ -83,6 +86,7 @@ pub struct Machine {
     dispatch: DispatchState,
     wire: Wire,
     tally: Tally,
+    slot: SlotState,
     timers: TimerTable,
     phase: Phase,
     /// The decision taken on Pi's auto-retry, carried out once Pi settles.
@@ -112,6 +116,11 @@ impl Machine {
     ) -> Machine {
         let fresh = options.fresh_session;
         let loaded = !options.health_pending;
+        let slot = SlotState::new(if options.explain {
+            None
+        } else {
+            options.capacity.clone()
+        });
         let mut m = Machine {
             wire: Wire::new(&options.id_prefix),
             shared: SharedView::new(health, loaded, cfg.cooldown_scale),
@@ -123,6 +132,7 @@ impl Machine {
             attempt: AttemptState::default(),
             dispatch: DispatchState::default(),
             tally: Tally::default(),
+            slot,
             timers: TimerTable::default(),
             phase: Phase::Starting,
             plan: None,
@@ -190,6 +200,7 @@ impl Machine {
             error: None,
             duration_ms: self.attempt.ms(now.instant),
             usage: self.attempt.usage(),
+            capacity_signal: false,
         })
     }
 
@@ -327,16 +338,29 @@ impl Machine {
             self.maybe_start(now);
         }
         if self.timers.expired(Timer::Response, now.instant) {
-            self.finish(Outcome::Fatal(Fatal::Unresponsive {
-                secs: RESPONSE_TIMEOUT.as_secs(),
-            }));
+            self.finish(
+                now,
+                Outcome::Fatal(Fatal::Unresponsive {
+                    secs: RESPONSE_TIMEOUT.as_secs(),
+                }),
+            );
             return;
         }
         if self.timers.expired(Timer::Abort, now.instant) {
-            self.finish(Outcome::Fatal(Fatal::AbortIgnored {
-                secs: ABORT_GRACE.as_secs(),
-            }));
+            self.finish(
+                now,
+                Outcome::Fatal(Fatal::AbortIgnored {
+                    secs: ABORT_GRACE.as_secs(),
+                }),
+            );
             return;
+        }
+        if self.timers.expired(Timer::SlotRenew, now.instant) {
+            self.renew_slot(now);
+        }
+        if self.timers.expired(Timer::SlotCheck, now.instant) {
+            self.timers.stop(Timer::SlotCheck);
+            self.slot_check(now);
         }
         if matches!(self.phase, Phase::Waiting { .. }) {
             if self.timers.expired(Timer::WaitCheck, now.instant) {
@@ -374,7 +398,7 @@ impl Machine {
         self.timers.stop_watchdogs();
         match self.phase {
             Phase::Running | Phase::Settling => self.abort(now),
-            _ => self.finish(Outcome::Aborted),
+            _ => self.finish(now, Outcome::Aborted),
         }
     }
 
@@ -409,7 +433,10 @@ impl Machine {
     fn on_response(&mut self, now: Now, r: Response) {
         let Some(tag) = self.wire.resolve(&mut self.timers, &r) else {
             if r.command == "parse" && !r.success {
-                self.finish(Outcome::Fatal(Fatal::Unparsed(r.error.unwrap_or_default())));
+                self.finish(
+                    now,
+                    Outcome::Fatal(Fatal::Unparsed(r.error.unwrap_or_default())),
+                );
             }
             return;
         };
@@ -423,9 +450,10 @@ impl Machine {
             }
             Tag::Models => {
                 if !r.success {
-                    return self.finish(Outcome::Fatal(Fatal::ModelsFailed(
-                        r.error.unwrap_or_default(),
-                    )));
+                    return self.finish(
+                        now,
+                        Outcome::Fatal(Fatal::ModelsFailed(r.error.unwrap_or_default())),
+                    );
                 }
                 self.pi.on_models(r.models());
                 self.maybe_start(now);
@@ -435,7 +463,7 @@ impl Machine {
                     return self.on_prompt_rejected(now, &r.error.unwrap_or_default());
                 }
                 if r.disposition() == Some(Disposition::Handled) {
-                    return self.finish(Outcome::Fatal(Fatal::HandledByExtension));
+                    return self.finish(now, Outcome::Fatal(Fatal::HandledByExtension));
                 }
                 self.phase = Phase::Running;
                 self.attempt.opened(now.instant);
@@ -485,22 +513,28 @@ impl Machine {
                     });
                     self.run_queue(now);
                 }
-                _ => self.finish(Outcome::Fatal(Fatal::NoForkMessage)),
+                _ => self.finish(now, Outcome::Fatal(Fatal::NoForkMessage)),
             },
             Tag::Fork => {
                 if r.success && !r.cancelled() {
                     self.run_queue(now);
                 } else {
-                    self.finish(Outcome::Fatal(Fatal::ForkFailed(
-                        r.error.unwrap_or_else(|| "cancelled".to_string()),
-                    )));
+                    self.finish(
+                        now,
+                        Outcome::Fatal(Fatal::ForkFailed(
+                            r.error.unwrap_or_else(|| "cancelled".to_string()),
+                        )),
+                    );
                 }
             }
             Tag::NewSession => {
                 if !r.success || r.cancelled() {
-                    return self.finish(Outcome::Fatal(Fatal::NewSessionFailed(
-                        r.error.unwrap_or_else(|| "cancelled".to_string()),
-                    )));
+                    return self.finish(
+                        now,
+                        Outcome::Fatal(Fatal::NewSessionFailed(
+                            r.error.unwrap_or_else(|| "cancelled".to_string()),
+                        )),
+                    );
                 }
                 self.send(now, Command::GetState, Tag::GetState);
                 self.send(now, Command::GetAvailableModels, Tag::Models);
@@ -528,7 +562,10 @@ impl Machine {
                 let mode = self.redispatch_mode(false);
                 self.execute_with(now, plan, mode);
             }
-            _ => self.finish(Outcome::Fatal(Fatal::PromptRejected(refusal.to_string()))),
+            _ => self.finish(
+                now,
+                Outcome::Fatal(Fatal::PromptRejected(refusal.to_string())),
+            ),
         }
     }
 
@@ -618,13 +655,13 @@ impl Machine {
         self.timers.stop(Timer::Abort);
         self.attempt.settled();
         if self.interrupted {
-            return self.finish(Outcome::Aborted);
+            return self.finish(now, Outcome::Aborted);
         }
         if !matches!(self.phase, Phase::Running | Phase::Settling) {
             return;
         }
         let Some(current) = self.dispatch.current().cloned() else {
-            return self.finish(Outcome::Fatal(Fatal::NoModel));
+            return self.finish(now, Outcome::Fatal(Fatal::NoModel));
         };
         let message = self.attempt.last_assistant().cloned().unwrap_or_default();
         let stop = message.stop_reason.clone().unwrap_or_default();
@@ -701,10 +738,12 @@ impl Machine {
         self.wire.push(Action::Progress { line, note });
     }
 
-    fn finish(&mut self, outcome: Outcome) {
+    fn finish(&mut self, now: Now, outcome: Outcome) {
         if self.phase == Phase::Done {
             return;
         }
+        // A slot still held goes back: nothing more is sent on it.
+        self.give_back_slot(now, slot::Ending::Released);
         self.phase = Phase::Done;
         self.timers.stop_all();
         self.tally.finish(outcome.clone());

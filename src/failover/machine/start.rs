@@ -29,7 +29,7 @@ impl Machine {
             return;
         }
         if let Err(problem) = self.check_setup() {
-            return self.finish(Outcome::Setup(problem));
+            return self.finish(now, Outcome::Setup(problem));
         }
         let current = self
             .dispatch
@@ -39,7 +39,7 @@ impl Machine {
             .or_else(|| self.dispatch.current())
             .cloned();
         let Some(current) = current else {
-            return self.finish(Outcome::Setup(SetupProblem::NoCurrentModel));
+            return self.finish(now, Outcome::Setup(SetupProblem::NoCurrentModel));
         };
         let current = self.scoped_start(current);
         // `--provider P` alone (Pi is not told: 1.6.0 refuses it without `--model`): start from
@@ -80,13 +80,13 @@ impl Machine {
         self.dispatch.start_from(current.clone(), differs);
         if current.provider == "unknown" && current.id == "unknown" {
             // Pi's placeholder for "no usable model at all": nothing can work.
-            return self.finish(Outcome::Setup(SetupProblem::NoUsableModel));
+            return self.finish(now, Outcome::Setup(SetupProblem::NoUsableModel));
         }
         self.avoid_refused_family(now, &current);
         let why_not = self.why_not_start(now, &current);
         if self.opts.explain {
             let explanation = self.explanation(now, &current, why_not);
-            return self.finish(Outcome::Explained(Box::new(explanation)));
+            return self.finish(now, Outcome::Explained(Box::new(explanation)));
         }
         match why_not {
             // A start model whose cooldown expired may only be used as the single probe.
@@ -171,6 +171,17 @@ impl Machine {
             && !providers.contains(&p.as_str())
         {
             return Err(SetupProblem::UnknownProvider {
+                given: p.clone(),
+                closest: closest_first(p, &providers),
+            });
+        }
+        if let Some(p) = self
+            .cfg
+            .max_inflight
+            .keys()
+            .find(|p| !providers.contains(&p.as_str()))
+        {
+            return Err(SetupProblem::UnknownCapProvider {
                 given: p.clone(),
                 closest: closest_first(p, &providers),
             });

@@ -30,6 +30,7 @@ fn cfg() -> Config {
         provider: None,
         model: None,
         wait: false,
+        max_inflight: Default::default(),
     }
 }
 

@@ -20,9 +20,14 @@ pub(super) enum Timer {
     WaitCheck,
     /// Stop waiting for the store's health then (see `HEALTH_GRACE`).
     HealthGrace,
+    /// Waiting for a capacity slot: ask the store again then (another process may have given
+    /// one back).
+    SlotCheck,
+    /// Renew the held capacity slot's lease then.
+    SlotRenew,
 }
 
-const COUNT: usize = 6;
+const COUNT: usize = 8;
 
 impl Timer {
     fn index(self) -> usize {

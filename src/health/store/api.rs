@@ -8,6 +8,10 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
+use crate::capacity::Capacity;
+use crate::capacity::ops::{CapacityOp, CapacityReply};
 use crate::health::{Delta, Health, ProbeTarget};
 
 /// The state-file schema this build reads and writes; a newer one is left alone
@@ -44,6 +48,13 @@ pub trait HealthStore: Send {
     }
     /// `--doctor`'s checks of this store (reachable, writable, readable).
     fn diagnose(&mut self, now_ms: u64) -> Vec<Check>;
+    /// Applies a capacity operation (a slot admission, or a renewal, release, answer or refusal
+    /// on one provider's record) atomically with [`crate::capacity::ops::apply_op`], on top of
+    /// what other processes wrote. Capacity records are ephemeral (leases last seconds): a store
+    /// may keep them apart from the breakers and less durably.
+    fn capacity(&mut self, op: &CapacityOp, now_ms: u64) -> Result<CapacityReply, StoreError>;
+    /// Every provider's capacity record, for `--status` and the batch summary.
+    fn load_capacity(&mut self, now_ms: u64) -> Result<BTreeMap<String, Capacity>, StoreError>;
     /// The models Pi lists now (`provider/id`): when the store must drop records to stay
     /// bounded, records of models Pi no longer lists go first.
     fn note_listed(&mut self, _models: &[String]) {}

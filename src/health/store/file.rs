@@ -106,6 +106,11 @@ impl FileStore {
         &self.dir
     }
 
+    /// The capacity records beside the state file (see `capacity_file`).
+    pub fn capacity_file(&self) -> super::capacity_file::CapacityFile {
+        super::capacity_file::CapacityFile::new(&self.dir, self.lock_wait)
+    }
+
     pub fn state_path(&self) -> PathBuf {
         self.dir.join(STATE_FILE)
     }
@@ -381,6 +386,27 @@ impl HealthStore for FileStore {
 
     fn note_listed(&mut self, models: &[String]) {
         self.listed = Some(models.iter().cloned().collect());
+    }
+
+    fn capacity(
+        &mut self,
+        op: &crate::capacity::ops::CapacityOp,
+        now_ms: u64,
+    ) -> Result<crate::capacity::ops::CapacityReply, StoreError> {
+        self.capacity_file().apply(op, now_ms)
+    }
+
+    fn load_capacity(
+        &mut self,
+        now_ms: u64,
+    ) -> Result<std::collections::BTreeMap<String, crate::capacity::Capacity>, StoreError> {
+        self.capacity_file().load(now_ms)
+    }
+
+    fn reset_all(&mut self, now_ms: u64) -> Result<Loaded, StoreError> {
+        let loaded = FileStore::update(self, now_ms, &mut |h| *h = Health::default())?;
+        self.capacity_file().clear()?;
+        Ok(loaded)
     }
 
     fn diagnose(&mut self, now_ms: u64) -> Vec<Check> {

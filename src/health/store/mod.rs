@@ -12,6 +12,7 @@
 //! a thread of its own (`health::service`), never from the async event loop.
 
 pub mod api;
+pub mod capacity_file;
 pub mod file;
 pub mod redis;
 
@@ -66,6 +67,9 @@ pub fn url_password(url: &str) -> Option<String> {
 pub struct Memory {
     pub health: Health,
     pub cooldown_scale: f64,
+    /// Per-process capacity records: with no store (or a store that is down) the limits are
+    /// this process's own.
+    pub capacity: std::collections::BTreeMap<String, crate::capacity::Capacity>,
 }
 
 impl Memory {
@@ -73,6 +77,7 @@ impl Memory {
         Memory {
             health: Health::default(),
             cooldown_scale,
+            capacity: std::collections::BTreeMap::new(),
         }
     }
 
@@ -87,6 +92,21 @@ impl Memory {
 impl HealthStore for Memory {
     fn location(&self) -> String {
         "memory (not shared)".to_string()
+    }
+
+    fn capacity(
+        &mut self,
+        op: &crate::capacity::ops::CapacityOp,
+        now_ms: u64,
+    ) -> Result<crate::capacity::ops::CapacityReply, StoreError> {
+        Ok(crate::capacity::ops::apply_op(&mut self.capacity, op, now_ms).0)
+    }
+
+    fn load_capacity(
+        &mut self,
+        _now_ms: u64,
+    ) -> Result<std::collections::BTreeMap<String, crate::capacity::Capacity>, StoreError> {
+        Ok(self.capacity.clone())
     }
 
     fn load(&mut self, _now_ms: u64) -> Result<Loaded, StoreError> {

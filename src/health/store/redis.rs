@@ -29,6 +29,7 @@
 //!   a [`StoreError::Unavailable`] (the health thread warns once, carries on in memory and tries
 //!   again after its pause). Credentials never appear in [`HealthStore::location`] or errors.
 
+mod capacity;
 mod conn;
 mod layout;
 pub mod url;
@@ -484,6 +485,21 @@ impl HealthStore for RedisStore {
 
     fn set_deadline(&mut self, deadline: Option<std::time::Instant>) {
         self.conn.deadline = deadline;
+    }
+
+    fn capacity(
+        &mut self,
+        op: &crate::capacity::ops::CapacityOp,
+        now_ms: u64,
+    ) -> Result<crate::capacity::ops::CapacityReply, StoreError> {
+        self.capacity_op(op, now_ms)
+    }
+
+    fn load_capacity(
+        &mut self,
+        now_ms: u64,
+    ) -> Result<std::collections::BTreeMap<String, crate::capacity::Capacity>, StoreError> {
+        self.capacity_records(now_ms)
     }
 
     fn reset_all(&mut self, now_ms: u64) -> Result<Loaded, StoreError> {

@@ -268,8 +268,9 @@ fn system_and_tools_per_job(v: &str) {
 
 both_versions!(system_and_tools_per_job);
 
-/// Providers all cooling: prim out of balance for long, back rate-limited for ~1.5 s. With the
-/// batch default every job waits and is answered; with `--no-wait` each fails at once.
+/// Providers all cooling: prim out of balance for long, back rate-limited for ~1.5 s (a 429
+/// with one request in flight, three times in a row: not a capacity signal but a rate limit).
+/// With the batch default every job waits and is answered; with `--no-wait` each fails at once.
 #[test]
 fn jobs_wait_for_a_reopening_breaker_and_no_wait_fails_at_once() {
     let mut env = TestEnv::new(PI_MIN, &providers());
@@ -278,9 +279,17 @@ fn jobs_wait_for_a_reopening_breaker_and_no_wait_fails_at_once() {
     env.env("CCSWITCH_COOLDOWN_SCALE", "0.005");
     env.write_settings(&json!({"retry": {"enabled": false}}));
     env.llm.script("a", "m", vec![Behaviour::Status402]);
-    env.llm
-        .script("b", "m", vec![Behaviour::rate_limited(), Behaviour::Ok]);
-    let mut flags = vec!["--jobs", "2"];
+    env.llm.script(
+        "b",
+        "m",
+        vec![
+            Behaviour::rate_limited(),
+            Behaviour::rate_limited(),
+            Behaviour::rate_limited(),
+            Behaviour::Ok,
+        ],
+    );
+    let mut flags = vec!["--jobs", "1"];
     flags.extend(FROM_PRIM);
     let out = batch_stdin(&env, &flags, jobs(4).as_bytes());
     out.assert_success();
@@ -321,7 +330,11 @@ fn jobs_wait_for_a_reopening_breaker_and_no_wait_fails_at_once() {
         assert_eq!(r["retry"]["could_help"], true, "{r}");
         assert!(r["retry"]["retry_after_ms"].as_u64().is_some(), "{r}");
     }
-    assert_eq!(env.llm.requests().len(), 2, "the later jobs send nothing");
+    assert_eq!(
+        env.llm.requests().len(),
+        4,
+        "prim once, back three times (refused at concurrency 1), the later jobs nothing"
+    );
     out.assert_stderr_count("; retry: ", 3);
     out.check(out.elapsed.as_secs() < 20, "no waiting");
 }

@@ -58,8 +58,11 @@ fn a_slow_redis_costs_the_run_little_and_is_still_used() {
         out.elapsed
     );
     out.assert_success().assert_answer(DEFAULT_TEXT);
+    // The store's load and commits are off the path; what is on it: the short grace for the
+    // first load, and a capacity slot for each of the two attempts (two round trips each, on
+    // a connection opened while Pi starts): about 250 + 4 × 190 ms.
     out.check(
-        out.elapsed < base + Duration::from_millis(1500),
+        out.elapsed < base + Duration::from_millis(2000),
         &format!("baseline {base:?}"),
     );
     out.assert_stderr_lacks(WARNING);

@@ -9,6 +9,8 @@
 //! | `rec:{scope}:{key}` | string | one breaker [`Record`] as JSON, without `lease_until` |
 //! | `idx:{scope}` | set | the keys of that scope's records (so loads never `SCAN`) |
 //! | `lease:{scope}:{key}` | string, with a TTL | the half-open probe lease of that breaker |
+//! | `cap:{provider}` | string, with a TTL | one provider's capacity record as JSON |
+//! | `caps` | set | the providers that have a capacity record |
 //! | `switches` | integer | the switch counter (`INCRBY`: exact) |
 //! | `switch_log` | list | newest switches first, JSON, trimmed to [`SWITCH_LOG_LEN`] |
 //!
@@ -51,6 +53,16 @@ impl KeySpace {
 
     pub fn lease(&self, scope: Scope, key: &str) -> String {
         format!("{}lease:{}:{key}", self.ns, scope.as_str())
+    }
+
+    /// One provider's capacity record (`capacity::Capacity` as JSON; see `redis::capacity`).
+    pub fn capacity(&self, provider: &str) -> String {
+        format!("{}cap:{provider}", self.ns)
+    }
+
+    /// The providers that have a capacity record.
+    pub fn capacity_index(&self) -> String {
+        format!("{}caps", self.ns)
     }
 
     pub fn switches(&self) -> String {

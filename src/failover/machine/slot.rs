@@ -1,0 +1,185 @@
+//! The run's capacity slot: which provider it holds a slot on (at most one: the provider of the
+//! attempt under way), the ids of its capacity operations, and how long it has waited for a
+//! slot. The slot is taken before an attempt is sent and given back when the attempt ends —
+//! as an answer, a capacity signal, or anything else (see `capacity`).
+
+use std::time::Instant;
+
+use crate::capacity::ops::Choice;
+use crate::capacity::{CapacityDelta, DEFAULT_LEASE_TTL_MS, Limits};
+use crate::catalog::ModelInfo;
+use crate::failover::state::CapacityOptions;
+
+#[derive(Debug)]
+pub(super) struct SlotState {
+    options: Option<CapacityOptions>,
+    /// The provider a slot is held on.
+    held: Option<String>,
+    /// A slot given up whose release waits to go out with the next admission (or the end).
+    deferred: Option<(String, CapacityDelta)>,
+    /// The last capacity operation id handed out (replies name theirs).
+    last_id: u64,
+    /// Since when the run has been waiting for a free slot.
+    waiting_since: Option<Instant>,
+    waited_ms: u64,
+}
+
+/// How an attempt's slot is given back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ending {
+    /// A clean answer: evidence the limit works.
+    Answered,
+    /// A capacity signal: the limit is cut.
+    Refused,
+    /// Anything else: no evidence either way.
+    Released,
+}
+
+impl SlotState {
+    pub(super) fn new(options: Option<CapacityOptions>) -> SlotState {
+        SlotState {
+            options,
+            held: None,
+            deferred: None,
+            last_id: 0,
+            waiting_since: None,
+            waited_ms: 0,
+        }
+    }
+
+    /// Slots are taken at all (a run with a health store; not `--explain`, not unit tests
+    /// of other behaviour).
+    pub(super) fn enabled(&self) -> bool {
+        self.options.is_some()
+    }
+
+    /// A slot is held on `provider` (always true when slots are off).
+    pub(super) fn holds(&self, provider: &str) -> bool {
+        !self.enabled() || self.held.as_deref() == Some(provider)
+    }
+
+    pub(super) fn held(&self) -> Option<&str> {
+        self.held.as_deref()
+    }
+
+    pub(super) fn next_id(&mut self) -> u64 {
+        self.last_id += 1;
+        self.last_id
+    }
+
+    /// `true` when `id` is the latest operation handed out (older replies are stale).
+    pub(super) fn is_latest(&self, id: u64) -> bool {
+        id == self.last_id
+    }
+
+    /// This caller's limits on `provider`: its start and its `--max-inflight`.
+    pub(super) fn limits(&self, provider: &str) -> Limits {
+        let options = self.options.as_ref();
+        Limits {
+            initial: options.map_or(1, |o| o.initial),
+            cap: options.and_then(|o| o.caps.get(provider).copied()),
+        }
+    }
+
+    /// The admission operation's choices: one per provider, in the models' order.
+    pub(super) fn choices(&self, models: &[ModelInfo]) -> Vec<Choice> {
+        models
+            .iter()
+            .map(|m| Choice {
+                provider: m.provider.clone(),
+                limits: self.limits(&m.provider),
+            })
+            .collect()
+    }
+
+    pub(super) fn slot_id(&self) -> &str {
+        self.options.as_ref().map_or("", |o| o.slot.as_str())
+    }
+
+    pub(super) fn ttl_ms(&self) -> u64 {
+        DEFAULT_LEASE_TTL_MS
+    }
+
+    /// A slot on `provider` was granted at `now` (ending a wait, if there was one).
+    pub(super) fn granted(&mut self, provider: &str, now: Instant) {
+        self.held = Some(provider.to_string());
+        if let Some(since) = self.waiting_since.take() {
+            let ms = now.saturating_duration_since(since).as_millis();
+            self.waited_ms = self
+                .waited_ms
+                .saturating_add(u64::try_from(ms).unwrap_or(u64::MAX));
+        }
+    }
+
+    /// Every choice was full at `now`; `true` when this starts a wait.
+    pub(super) fn full(&mut self, now: Instant) -> bool {
+        let fresh = self.waiting_since.is_none();
+        self.waiting_since.get_or_insert(now);
+        fresh
+    }
+
+    pub(super) fn waiting(&self) -> bool {
+        self.waiting_since.is_some()
+    }
+
+    /// How long the run waited for slots, the wait under way included.
+    pub(super) fn waited_ms(&self, now: Instant) -> u64 {
+        let current = self.waiting_since.map_or(0, |since| {
+            u64::try_from(now.saturating_duration_since(since).as_millis()).unwrap_or(u64::MAX)
+        });
+        self.waited_ms.saturating_add(current)
+    }
+
+    /// Gives the held slot back (at `at`, wall ms) the way `ending` says: the delta to store
+    /// and the provider it is for, or `None` when no slot is held.
+    pub(super) fn give_back(&mut self, ending: Ending, at: u64) -> Option<(String, CapacityDelta)> {
+        let provider = self.held.take()?;
+        let slot = self.slot_id().to_string();
+        let limits = self.limits(&provider);
+        let delta = match ending {
+            Ending::Answered => CapacityDelta::Answered { at, slot, limits },
+            Ending::Refused => CapacityDelta::Refused { at, slot, limits },
+            Ending::Released => CapacityDelta::Release { at, slot },
+        };
+        Some((provider, delta))
+    }
+
+    /// Gives the held slot up without evidence; the release goes out with the next admission
+    /// (one store operation for both), or on its own when none comes ([`SlotState::take_deferred`]).
+    /// A release already waiting is returned, to go out now.
+    pub(super) fn defer_release(&mut self, at: u64) -> Option<(String, CapacityDelta)> {
+        let fresh = self.give_back(Ending::Released, at)?;
+        self.deferred.replace(fresh)
+    }
+
+    pub(super) fn take_deferred(&mut self) -> Option<(String, CapacityDelta)> {
+        self.deferred.take()
+    }
+
+    /// What an admission gives back first: the deferred release, else the slot held on
+    /// another provider.
+    pub(super) fn release_for_admission(&mut self, at: u64) -> Option<(String, CapacityDelta)> {
+        if let Some(d) = self.deferred.take() {
+            if let Some(held) = self.give_back(Ending::Released, at) {
+                // Cannot happen (a held slot is deferred before another is taken); keep the
+                // newer one for the admission and let the older expire with its lease.
+                return Some(held);
+            }
+            return Some(d);
+        }
+        self.give_back(Ending::Released, at)
+    }
+
+    /// The renewal of the held slot at `at`.
+    pub(super) fn renewal(&self, at: u64) -> Option<(String, CapacityDelta)> {
+        let provider = self.held.clone()?;
+        Some((
+            provider,
+            CapacityDelta::Renew {
+                at,
+                slot: self.slot_id().to_string(),
+                ttl_ms: self.ttl_ms(),
+            },
+        ))
+    }
+}
