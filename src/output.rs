@@ -192,6 +192,7 @@ pub fn result_json(ended: &Ended) -> Value {
                 "error": error.as_deref().map(redact),
                 "duration_ms": a.duration_ms,
                 "usage": usage_json(&a.usage),
+                "capacity_signal": a.capacity_signal,
             })
         })
         .collect();
@@ -217,12 +218,37 @@ pub fn result_json(ended: &Ended) -> Value {
         "attempts": attempts,
         "switches": ended.switches,
         "elapsed_ms": ended.elapsed_ms,
+        "capacity_wait_ms": ended.capacity_wait_ms,
         "usage": usage_json(&ended.answer_usage()),
         "failed_usage": usage_json(&ended.failed_usage()),
         "exit_code": exit.code(),
         "error": message.as_deref().map(redact),
         "retry": retry,
     })
+}
+
+/// `--explain`'s capacity lines: the limit each provider a run could use would start at.
+pub fn capacity_text(rows: &[crate::manage::capacity_status::CapacityRow]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("capacity (requests in flight per provider):\n");
+    for r in rows {
+        let limit = match (r.learned, r.congested) {
+            (Some(l), true) => format!("limit {l} (learned from its capacity signals)"),
+            (Some(l), false) => format!("limit {l} (growing: no capacity signal yet)"),
+            (None, _) => "nothing learned yet (starts at 2, or at --max-inflight)".to_string(),
+        };
+        let cap = r
+            .cap
+            .map_or_else(String::new, |c| format!(", --max-inflight {c}"));
+        out.push_str(&format!(
+            "  {}: {limit}, {} in flight now{cap}\n",
+            crate::redact::printable(&r.provider),
+            r.in_flight
+        ));
+    }
+    out
 }
 
 /// What was attached, for `--explain`.

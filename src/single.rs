@@ -12,6 +12,7 @@ use crate::exit::Exit;
 use crate::failover::explain::Explanation;
 use crate::health::service::HealthHandle;
 use crate::job::{self, Ended, JobEnd, JobRequest, Stop, ThinkingSource};
+use crate::manage::capacity_status::{CapacityRow, capacity_json, capacity_rows};
 use crate::output;
 use crate::settings::Settings;
 use crate::signals::Interrupt;
@@ -77,6 +78,7 @@ impl Run<'_> {
                         &ended,
                         &thinking_source,
                         &attachments,
+                        &[],
                     );
                 }
             };
@@ -86,6 +88,10 @@ impl Run<'_> {
             .await;
         // The answer first: stopping Pi and writing shared health afterwards must never delay it.
         ended.elapsed_ms = crate::driver::ms_since(self.started);
+        let capacity = match &ended.end {
+            JobEnd::Explained(e) => self.capacity_of(e).await,
+            _ => Vec::new(),
+        };
         let exit = deliver(
             inv,
             self.settings,
@@ -93,6 +99,7 @@ impl Run<'_> {
             &ended,
             &thinking_source,
             &attachments,
+            &capacity,
         );
         session.stop().await;
         // What was not written by the deadline (or within a moment) is lost, as when the store
@@ -101,6 +108,37 @@ impl Run<'_> {
             .flush_within(job::left(self.deadline).min(FLUSH_LIMIT))
             .await;
         exit
+    }
+}
+
+impl Run<'_> {
+    /// `--explain`: the capacity standing of the providers a run could use.
+    async fn capacity_of(&self, e: &Explanation) -> Vec<CapacityRow> {
+        let now = crate::clock::now().wall_ms;
+        let limit = job::left(self.deadline).min(std::time::Duration::from_millis(1000));
+        let records = self.health.load_capacity(now, limit).await;
+        let mut providers: Vec<&str> = std::iter::once(e.start_model.as_str())
+            .chain(e.candidates.iter().map(|c| c.model.as_str()))
+            .map(|k| k.split_once('/').map_or(k, |(p, _)| p))
+            .collect();
+        providers.sort_unstable();
+        providers.dedup();
+        let caps = job::max_inflight(self.settings, self.inv);
+        let mut rows = capacity_rows(&records, &caps, now);
+        rows.retain(|r| providers.contains(&r.provider.as_str()));
+        for p in providers {
+            if !rows.iter().any(|r| r.provider == p) {
+                rows.push(CapacityRow {
+                    provider: p.to_string(),
+                    learned: None,
+                    congested: false,
+                    cap: None,
+                    in_flight: 0,
+                });
+            }
+        }
+        rows.sort_by(|a, b| a.provider.cmp(&b.provider));
+        rows
     }
 }
 
@@ -128,6 +166,7 @@ fn deliver(
     ended: &Ended,
     thinking_source: &str,
     attachments: &output::Inputs,
+    capacity: &[CapacityRow],
 ) -> Exit {
     if let Some(err) = output::end_message(ended) {
         console.error_line(&err);
@@ -144,6 +183,7 @@ fn deliver(
                     .map(|f| serde_json::json!({"code": f.code(), "message": f.to_string()}))
                     .collect();
                 obj.insert("warnings".to_string(), warnings.into());
+                obj.insert("capacity".to_string(), capacity_json(capacity));
             }
             output::stdout_text(&format!("{v}\n"))
         }
@@ -157,6 +197,7 @@ fn deliver(
                 text.push('\n');
             }
             text.push_str(&output::explanation_text(e, thinking_source, attachments));
+            text.push_str(&output::capacity_text(capacity));
             output::stdout_text(&text)
         }
         _ if inv.json => output::stdout_text(&format!("{}\n", output::result_json(ended))),

@@ -236,6 +236,7 @@ impl Batch {
             ordered,
         } = self;
         let workers = plan.workers.max(1);
+        let capacity = plan.capacity.clone();
         let shared = Rc::new(Shared {
             plan,
             items: Mutex::new(items),
@@ -287,6 +288,13 @@ impl Batch {
                                 &done.usage,
                                 &done.failed_usage,
                                 &done.failed_classes,
+                            );
+                            tally.record_capacity(
+                                done.model
+                                    .as_deref()
+                                    .map(|m| m.split_once('/').map_or(m, |(p, _)| p)),
+                                &done.capacity_signals,
+                                done.capacity_wait_ms,
                             );
                             if shared.ordered {
                                 order.push(done.index, done.line);
@@ -348,6 +356,20 @@ impl Batch {
             progress.total.load(Ordering::Relaxed),
             crate::driver::ms_since(start),
         ) {
+            console.progress_line(&line);
+        }
+        let now = crate::clock::now().wall_ms;
+        let records = health
+            .load_capacity(now, Duration::from_millis(1000))
+            .await;
+        let limits: std::collections::BTreeMap<String, u32> = records
+            .iter()
+            .filter_map(|(p, r)| {
+                let limits = capacity.limits_for(p);
+                (r.limit > 0).then(|| (p.clone(), r.effective_limit(now, limits)))
+            })
+            .collect();
+        if let Some(line) = tally.capacity_line(&limits) {
             console.progress_line(&line);
         }
         let read_error = progress.error.lock().map(|e| e.clone()).unwrap_or(None);

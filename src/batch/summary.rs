@@ -27,6 +27,16 @@ pub struct Tally {
     /// Attempts that did not answer, by failure class (a rejected request costs no tokens, but
     /// it is counted here: 115 rate-limited requests must not read as nothing).
     failed_attempts: BTreeMap<&'static str, u64>,
+    /// Per provider: answers and capacity signals (bounded like `models`).
+    providers: BTreeMap<String, ProviderTally>,
+    /// Time jobs spent waiting for a capacity slot, summed.
+    capacity_wait_ms: u64,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct ProviderTally {
+    answers: u64,
+    capacity_signals: u64,
 }
 
 impl Tally {
@@ -58,6 +68,66 @@ impl Tally {
         }
         self.usage.add(usage);
         self.failed_usage.add(failed_usage);
+    }
+
+    /// What one finished job says about capacity: the provider that answered, the providers
+    /// that sent capacity signals (one entry each), and how long it waited for slots.
+    pub fn record_capacity(
+        &mut self,
+        answered_by: Option<&str>,
+        signals: &[String],
+        waited_ms: u64,
+    ) {
+        fn entry<'a>(
+            providers: &'a mut BTreeMap<String, ProviderTally>,
+            p: &str,
+        ) -> Option<&'a mut ProviderTally> {
+            if !providers.contains_key(p) && providers.len() >= MAX_MODELS {
+                return None;
+            }
+            Some(providers.entry(p.to_string()).or_default())
+        }
+        if let Some(p) = answered_by
+            && let Some(t) = entry(&mut self.providers, p)
+        {
+            t.answers += 1;
+        }
+        for p in signals {
+            if let Some(t) = entry(&mut self.providers, p) {
+                t.capacity_signals += 1;
+            }
+        }
+        self.capacity_wait_ms = self.capacity_wait_ms.saturating_add(waited_ms);
+    }
+
+    /// The capacity line of the summary: per provider the answers, the capacity signals and
+    /// the limit it ended at (`limits`, as the store has them), and the time spent waiting for
+    /// slots. `None` when no provider answered or signalled.
+    pub fn capacity_line(&self, limits: &BTreeMap<String, u32>) -> Option<String> {
+        if self.providers.is_empty() {
+            return None;
+        }
+        let parts: Vec<String> = self
+            .providers
+            .iter()
+            .map(|(p, t)| {
+                let limit = limits
+                    .get(p)
+                    .map_or_else(String::new, |l| format!(", limit {l}"));
+                format!(
+                    "{p} {} answered, {} capacity signal{}{limit}",
+                    t.answers,
+                    t.capacity_signals,
+                    if t.capacity_signals == 1 { "" } else { "s" }
+                )
+            })
+            .collect();
+        #[expect(clippy::cast_precision_loss, reason = "seconds for humans")]
+        let waited = self.capacity_wait_ms as f64 / 1000.0;
+        Some(format!(
+            "batch: capacity: {}; waited for slots {waited:.1} s in all",
+            parts.join("; ")
+        ))
     }
 
     /// Jobs finished, this run or before it.
@@ -166,6 +236,21 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_capacity_line_counts_per_provider_with_the_final_limits() {
+        let mut t = Tally::default();
+        assert_eq!(t.capacity_line(&BTreeMap::new()), None);
+        t.record_capacity(Some("zhipu"), &["zhipu".into()], 1500);
+        t.record_capacity(Some("dashscope"), &[], 0);
+        t.record_capacity(Some("zhipu"), &[], 250);
+        let limits = BTreeMap::from([("zhipu".to_string(), 3)]);
+        assert_eq!(
+            t.capacity_line(&limits).unwrap(),
+            "batch: capacity: dashscope 1 answered, 0 capacity signals; zhipu 2 answered, 1 \
+             capacity signal, limit 3; waited for slots 1.8 s in all"
+        );
+    }
 
     fn usage(input: u64, output: u64, cost: f64) -> Usage {
         Usage {

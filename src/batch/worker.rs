@@ -72,6 +72,11 @@ pub fn job_profile(base: &Profile, spec: &JobSpec) -> Profile {
     p
 }
 
+/// The provider of a `provider/model` key.
+fn provider_of(key: &str) -> &str {
+    key.split_once('/').map_or(key, |(p, _)| p)
+}
+
 /// A finished line, ready to record.
 #[derive(Debug)]
 pub struct Done {
@@ -87,6 +92,9 @@ pub struct Done {
     pub failed_usage: Usage,
     /// The class of each attempt that did not answer (for the summary).
     pub failed_classes: Vec<&'static str>,
+    /// The provider of each attempt refused for capacity.
+    pub capacity_signals: Vec<String>,
+    pub capacity_wait_ms: u64,
 }
 
 /// How a job ended for the batch.
@@ -260,6 +268,13 @@ impl Worker {
                 .filter(|f| f.class != crate::failover::classify::FailureClass::UserAbort)
                 .map(|f| f.class.as_str())
                 .collect(),
+            capacity_signals: ended
+                .attempts
+                .iter()
+                .filter(|a| a.capacity_signal)
+                .map(|a| provider_of(&a.model).to_string())
+                .collect(),
+            capacity_wait_ms: ended.capacity_wait_ms,
         }
     }
 
@@ -423,6 +438,8 @@ fn invalid_line(index: usize, number: u64, invalid: &Invalid, line_hash: u64) ->
         usage: Usage::default(),
         failed_usage: Usage::default(),
         failed_classes: Vec::new(),
+        capacity_signals: Vec::new(),
+        capacity_wait_ms: 0,
     }
 }
 

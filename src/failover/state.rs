@@ -71,6 +71,16 @@ pub struct CapacityOptions {
     pub caps: std::collections::BTreeMap<String, u32>,
 }
 
+impl CapacityOptions {
+    /// This caller's limits on `provider`.
+    pub fn limits_for(&self, provider: &str) -> crate::capacity::Limits {
+        crate::capacity::Limits {
+            initial: self.initial,
+            cap: self.caps.get(provider).copied(),
+        }
+    }
+}
+
 /// Why a run ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {

@@ -8,6 +8,7 @@ pub mod status;
 use serde_json::json;
 
 pub use doctor::{NODE_MIN_VERSION, PI_MIN_VERSION, parse_version};
+pub mod capacity_status;
 pub use status::{ModelStatus, status_json, status_table, statuses};
 
 use crate::catalog::ModelInfo;
@@ -121,10 +122,26 @@ pub async fn run(
                 console.error_line(&format!("warning: {w}"));
             }
             let rows = statuses(&models, &loaded.health, now);
+            let records = match store.load_capacity(now) {
+                Ok(r) => r,
+                Err(e) => {
+                    console.error_line(&format!("warning: cannot read the capacity records: {e}"));
+                    Default::default()
+                }
+            };
+            let caps = crate::job::max_inflight(settings, inv);
+            let capacity = capacity_status::capacity_rows(&records, &caps, now);
             let text = if json {
-                format!("{}\n", status_json(&rows, &loaded.health))
+                let mut v = status_json(&rows, &loaded.health);
+                if let Some(obj) = v.as_object_mut() {
+                    obj.insert(
+                        "capacity".to_string(),
+                        capacity_status::capacity_json(&capacity),
+                    );
+                }
+                format!("{v}\n")
             } else {
-                status_table(&rows, &loaded.health)
+                status_table(&rows, &loaded.health) + &capacity_status::capacity_table(&capacity)
             };
             write_out(console, &text)
         }

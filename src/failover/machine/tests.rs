@@ -1897,3 +1897,6 @@ fn cjk_text_counts_a_token_per_character() {
     assert_eq!(estimate_tokens(&report), 1290);
     assert_eq!(estimate_tokens("かなカナ한글"), 6);
 }
+
+#[path = "tests/capacity.rs"]
+mod capacity;
