@@ -359,9 +359,7 @@ impl Batch {
             console.progress_line(&line);
         }
         let now = crate::clock::now().wall_ms;
-        let records = health
-            .load_capacity(now, Duration::from_millis(1000))
-            .await;
+        let records = health.load_capacity(now, Duration::from_millis(1000)).await;
         let limits: std::collections::BTreeMap<String, u32> = records
             .iter()
             .filter_map(|(p, r)| {

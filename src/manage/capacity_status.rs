@@ -84,16 +84,17 @@ pub fn capacity_table(rows: &[CapacityRow]) -> String {
 }
 
 pub fn capacity_json(rows: &[CapacityRow]) -> Value {
-    json!(rows
-        .iter()
-        .map(|r| json!({
-            "provider": crate::redact::printable(&r.provider),
-            "limit": r.learned,
-            "limit_learned_from_signal": r.congested,
-            "max_inflight": r.cap,
-            "in_flight": r.in_flight,
-        }))
-        .collect::<Vec<_>>())
+    json!(
+        rows.iter()
+            .map(|r| json!({
+                "provider": crate::redact::printable(&r.provider),
+                "limit": r.learned,
+                "limit_learned_from_signal": r.congested,
+                "max_inflight": r.cap,
+                "in_flight": r.in_flight,
+            }))
+            .collect::<Vec<_>>()
+    )
 }
 
 #[cfg(test)]
@@ -126,12 +127,18 @@ mod tests {
         let rows = capacity_rows(&records, &caps, 10);
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].provider, "dashscope");
-        assert_eq!((rows[0].learned, rows[0].cap, rows[0].in_flight), (None, Some(2), 0));
+        assert_eq!(
+            (rows[0].learned, rows[0].cap, rows[0].in_flight),
+            (None, Some(2), 0)
+        );
         assert_eq!(rows[1].provider, "zhipu");
         assert!(rows[1].congested);
         assert_eq!((rows[1].learned, rows[1].in_flight), (Some(1), 1));
         let table = capacity_table(&rows);
-        assert!(table.contains("dashscope      -          0             2"), "{table}");
+        assert!(
+            table.contains("dashscope      -          0             2"),
+            "{table}"
+        );
         // Leases run out by themselves: a dead holder's slot is not counted after its TTL.
         let later = capacity_rows(&records, &caps, 10 + DEFAULT_LEASE_TTL_MS);
         assert_eq!(later[1].in_flight, 0);

@@ -1,6 +1,7 @@
 //! `--batch`: running jobs, job lines and their fields, durable results (`--output`,
 //! `--resume`, `--shard`) and the scheduler recipes README ships, run exactly as written.
 
+mod capacity;
 mod durable;
 mod jobs;
 mod recipes;

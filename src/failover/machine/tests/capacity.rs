@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::capacity::ops::{CapacityOp, CapacityReply};
-use crate::capacity::{Change, CapacityDelta, Outcome as Decided, Verdict};
+use crate::capacity::{CapacityDelta, Change, Outcome as Decided, Verdict};
 use crate::failover::CapacityOptions;
 use crate::failover::machine::capacity::{SLOT_POLL, SLOT_RENEW};
 
@@ -116,9 +116,16 @@ impl H {
 fn each_attempt_takes_a_slot_first_and_an_answer_gives_it_back() {
     let mut h = slotted();
     let sent = h.start(model("a", "m1", false, 128_000), pool());
-    assert!(sent.is_empty(), "nothing goes to Pi before the slot: {sent:?}");
+    assert!(
+        sent.is_empty(),
+        "nothing goes to Pi before the slot: {sent:?}"
+    );
     let (_, choices) = h.last_admission();
-    assert_eq!(choices, ["a", "b", "c"], "the start's provider first, then the candidates'");
+    assert_eq!(
+        choices,
+        ["a", "b", "c"],
+        "the start's provider first, then the candidates'"
+    );
     let sent = h.grant(0);
     h.ok_prompt(&sent);
     h.answer("Hello.");
@@ -141,7 +148,9 @@ fn a_full_primary_overflows_to_the_granted_candidate_without_logging_a_switch() 
     h.answer("From b.");
     assert_eq!(answered_by(&h), "b/m1 From b.");
     assert!(
-        h.progress().iter().any(|l| l == "switch a/m1 → b/m1 (capacity)"),
+        h.progress()
+            .iter()
+            .any(|l| l == "switch a/m1 → b/m1 (capacity)"),
         "{:?}",
         h.progress()
     );
@@ -172,7 +181,10 @@ fn every_choice_full_waits_and_asks_again_on_a_poll_or_a_freed_slot() {
     assert!(third > second);
     let sent = h.grant(0);
     h.ok_prompt(&sent);
-    assert_eq!(h.m.capacity_wait_ms(h.now()), SLOT_POLL.as_millis() as u64 + 10);
+    assert_eq!(
+        h.m.capacity_wait_ms(h.now()),
+        SLOT_POLL.as_millis() as u64 + 10
+    );
     // A reply to an older admission changes nothing.
     h.m.handle_capacity(h.now(), first, CapacityReply::Full { next_expiry: None });
     assert!(!h.m.awaiting_slot());
@@ -190,23 +202,38 @@ fn a_capacity_signal_cuts_the_limit_and_goes_elsewhere_without_a_breaker() {
     h.m.handle_capacity(
         h.now(),
         id,
-        CapacityReply::Applied(Decided::Refused(Verdict::SlowDown(Change { from: 2, to: 1 }))),
+        CapacityReply::Applied(Decided::Refused(Verdict::SlowDown(Change {
+            from: 2,
+            to: 1,
+        }))),
     );
     let (_, choices) = h.last_admission();
-    assert!(!choices.contains(&"a".to_string()), "never straight back: {choices:?}");
+    assert!(
+        !choices.contains(&"a".to_string()),
+        "never straight back: {choices:?}"
+    );
     let sent = h.grant(0);
     h.complete_redispatch(sent);
     h.answer("From b.");
     assert_eq!(answered_by(&h), "b/m1 From b.");
     assert!(
-        !h.deltas().iter().any(|d| matches!(d, Delta::Failure { .. })),
+        !h.deltas()
+            .iter()
+            .any(|d| matches!(d, Delta::Failure { .. })),
         "a capacity signal opens no breaker: {:?}",
         h.deltas()
     );
     let signal = &h.m.attempts()[0];
     assert!(signal.capacity_signal, "{signal:?}");
-    assert_eq!(signal.failure.as_ref().map(|f| f.class), Some(FailureClass::RateLimit));
-    assert!(h.progress().iter().any(|l| l == "switch a/m1 → b/m1 (rate_limit)"));
+    assert_eq!(
+        signal.failure.as_ref().map(|f| f.class),
+        Some(FailureClass::RateLimit)
+    );
+    assert!(
+        h.progress()
+            .iter()
+            .any(|l| l == "switch a/m1 → b/m1 (rate_limit)")
+    );
 }
 
 #[test]
@@ -269,7 +296,10 @@ fn with_no_other_candidate_a_signal_waits_for_the_provider() {
     h.m.handle_capacity(
         h.now(),
         id,
-        CapacityReply::Applied(Decided::Refused(Verdict::SlowDown(Change { from: 1, to: 1 }))),
+        CapacityReply::Applied(Decided::Refused(Verdict::SlowDown(Change {
+            from: 1,
+            to: 1,
+        }))),
     );
     assert!(h.m.awaiting_slot(), "no request goes straight back");
     assert_eq!(h.last_admission().0, before, "nothing asked yet");
@@ -292,11 +322,7 @@ fn a_held_slot_is_renewed_and_goes_back_when_the_run_is_interrupted() {
         h.event(json!({"type": "message_update"}));
         h.m.handle_timeout(h.now());
     }
-    let renewals = h
-        .give_backs()
-        .iter()
-        .filter(|(_, k)| *k == "renew")
-        .count();
+    let renewals = h.give_backs().iter().filter(|(_, k)| *k == "renew").count();
     assert_eq!(renewals, 3);
     h.m.handle_interrupt(h.now());
     h.settle();
@@ -332,7 +358,10 @@ fn an_interrupt_while_waiting_for_a_slot_ends_the_run_at_once() {
     h.full();
     h.m.handle_interrupt(h.now());
     assert!(matches!(h.outcome(), Outcome::Aborted));
-    assert!(h.give_backs().is_empty(), "nothing was held, nothing goes back");
+    assert!(
+        h.give_backs().is_empty(),
+        "nothing was held, nothing goes back"
+    );
 }
 
 #[test]
