@@ -172,7 +172,7 @@ enum Halt {
 
 /// What workers tell the collector.
 enum Event {
-    Done(Done),
+    Done(Box<Done>),
     Setup(Box<Ended>),
     WriteFailed(Failure),
 }
@@ -506,7 +506,7 @@ async fn work(
                     let _ = events.send(Event::WriteFailed(f)).await;
                     break;
                 }
-                if events.send(Event::Done(*done)).await.is_err() {
+                if events.send(Event::Done(done)).await.is_err() {
                     break;
                 }
             }
