@@ -53,6 +53,13 @@ pub struct Options {
     /// through `handle_health_loaded`. The first request waits for it, but never longer than
     /// [`super::machine::HEALTH_GRACE`] after Pi is ready.
     pub health_pending: bool,
+    /// The machine's offset from UTC, to word a stated reset for people (local time and UTC);
+    /// `None`: UTC only. Nothing is decided by it.
+    pub local_offset: Option<crate::timefmt::LocalOffset>,
+    /// Spreads this run's restart after waiting for a stated reset over a few seconds, so the
+    /// jobs of a batch that waited for one window do not all start at its reset second: any
+    /// value, different per job.
+    pub spread_seed: u64,
 }
 
 /// Why a run ended.
@@ -247,6 +254,8 @@ pub(super) enum Phase {
     Waiting {
         mode: Redispatch,
         until: Instant,
+        /// Waiting for a stated reset: not before this (the run's place in the spread).
+        not_before: Option<Instant>,
     },
     Done,
 }

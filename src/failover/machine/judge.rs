@@ -14,10 +14,20 @@ use crate::clock::Now;
 use crate::failover::candidates::{self, Filter};
 use crate::failover::classify::{Classification, FailureClass, Scope};
 use crate::failover::ending::{Exhaustion, Fatal};
-use crate::failover::reopen::{self, Availability, RetryHint, human_ms};
-use crate::health::{Delta, Keys};
+use crate::failover::reopen::{self, Availability, Blocker, RetryHint, human_ms};
+use crate::failover::stated::{self, Stated};
+use crate::health::cooldown::stated_spread_ms;
+use crate::health::{Delta, Keys, StatedReset};
+use crate::timefmt::local_and_utc;
 
 const WAIT_POLL_MS: u64 = WAIT_POLL.as_millis() as u64;
+
+/// The jobs that waited for one stated reset start again spread over this long after it
+/// (each at its own place, from `Options::spread_seed`), not all at the reset second.
+pub(super) const RESTART_SPREAD_MS: u64 = 5000;
+
+/// The longest quote of a provider's statement kept with its breaker.
+const STATED_WORDS_MAX: usize = 120;
 
 impl Machine {
     /// Records a failure and decides what comes next. Pure decision plus health deltas.
@@ -103,12 +113,12 @@ impl Machine {
         now: Now,
         model: &ModelInfo,
         verdict: Classification,
-        error: &str,
+        raw_error: &str,
     ) {
         let keys = Keys::of(model);
         self.round.mark_tried(keys.model.clone());
         // Printed and stored error text is redacted and cut to a few hundred characters.
-        let error = crate::redact::redact_capped(error, 300);
+        let error = crate::redact::redact_capped(raw_error, 300);
         self.note(
             Note::Detail,
             format!(
@@ -121,6 +131,10 @@ impl Machine {
         );
         let class = verdict.class;
         let scope = verdict.scope;
+        // A quota window or a rate limit that says when it lifts: its breaker follows.
+        let stated = matches!(class, FailureClass::Quota | FailureClass::RateLimit)
+            .then(|| stated::stated_reset(raw_error, now.wall_ms))
+            .flatten();
         let duration_ms = self.attempt.ms(now.instant);
         self.tally.push(Attempt {
             model: keys.model.clone(),
@@ -129,7 +143,7 @@ impl Machine {
             duration_ms,
             usage: self.attempt.close(),
         });
-        self.open_breaker(now, model, &keys, class, scope, error);
+        self.open_breaker(now, model, class, scope, error, stated);
         // The probe is over whatever it proved: a lease this run holds on one of the model's
         // breakers goes back, so another run need not wait out the lease's expiry. Only after
         // the failure: each delta is its own commit, and a lease released first would let
@@ -140,16 +154,17 @@ impl Machine {
     }
 
     /// Records the failure on the breaker of `scope` (announcing it if that opens it), after
-    /// the class's own bookkeeping; some classes open no breaker.
+    /// the class's own bookkeeping, and the reset it stated; some classes open no breaker.
     fn open_breaker(
         &mut self,
         now: Now,
         model: &ModelInfo,
-        keys: &Keys,
         class: FailureClass,
         scope: Scope,
         error: String,
+        stated: Option<Stated>,
     ) {
+        let keys = &Keys::of(model);
         match class {
             FailureClass::UserAbort => return,
             FailureClass::ContextOverflow => {
@@ -177,12 +192,32 @@ impl Machine {
             class,
             error,
         });
+        if let Some(s) = stated {
+            self.record(Delta::Stated {
+                key: key.clone(),
+                scope,
+                class,
+                reset: StatedReset {
+                    at_ms: s.at_ms,
+                    spread_ms: stated_spread_ms(&key, s.at_ms),
+                    words: stated_words(&s),
+                },
+            });
+        }
         if !was_open && self.shared.breaker_open(scope, &key, now.wall_ms) {
             let left = self.shared.cooldown_left(scope, &key, now.wall_ms);
+            let why = match self.shared.stated_reset(scope, &key, now.wall_ms) {
+                Some(at) => format!(
+                    " ({} stated its limit resets at {})",
+                    model.provider,
+                    local_and_utc(at, self.opts.local_offset)
+                ),
+                None => String::new(),
+            };
             self.note(
                 Note::Breaker,
                 format!(
-                    "breaker open: {} {key} ({class}) for {}",
+                    "breaker open: {} {key} ({class}) for {}{why}",
                     scope.as_str(),
                     human_ms(left)
                 ),
@@ -252,7 +287,10 @@ impl Machine {
     }
 
     /// Every candidate is blocked: when waiting is allowed and a breaker that heals by itself
-    /// reopens before the deadline, wait for it (one status line) instead of giving up.
+    /// (or reopens at a reset its provider stated) reopens before the deadline, wait for it
+    /// (one status line) instead of giving up. After a stated reset the run starts again at
+    /// its own place in a spread of [`RESTART_SPREAD_MS`], so the jobs that waited for one
+    /// window do not all start at once.
     fn try_wait(&mut self, now: Now, mode: Redispatch) -> bool {
         if !self.cfg.wait || self.interrupted {
             return false;
@@ -261,7 +299,7 @@ impl Machine {
             return false;
         };
         let models = self.static_candidates();
-        let mut best: Option<(u64, String, String)> = None;
+        let mut best: Option<(u64, &ModelInfo, Blocker)> = None;
         for m in &models {
             if let Availability::Later {
                 at_ms,
@@ -277,29 +315,47 @@ impl Machine {
                     at_ms
                 };
                 if best.as_ref().is_none_or(|(t, _, _)| at_ms < *t) {
-                    best = Some((at_ms, m.key(), what.describe()));
+                    best = Some((at_ms, m, what));
                 }
             }
         }
         let Some((at_ms, model, what)) = best else {
             return false;
         };
-        let wait = Duration::from_millis(at_ms.saturating_sub(now.wall_ms));
-        let until = now.instant + wait;
-        if until >= deadline {
+        let reopens = now.instant + Duration::from_millis(at_ms.saturating_sub(now.wall_ms));
+        if reopens >= deadline {
             return false;
         }
+        let spread = what
+            .stated_at
+            .map(|_| Duration::from_millis(self.opts.spread_seed % (RESTART_SPREAD_MS + 1)))
+            .filter(|s| reopens + *s < deadline);
+        let until = reopens + spread.unwrap_or_default();
+        let not_before = spread.map(|_| until);
         let already = matches!(self.phase, Phase::Waiting { .. });
         if !already {
-            self.note(
-                Note::Wait,
-                format!(
-                    "every candidate is cooling down; waiting {} for {what} to reopen ({model})",
-                    human_ms(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX))
+            let wait = until.saturating_duration_since(now.instant);
+            let stated = match what.stated_at {
+                Some(at) => format!(
+                    "; {} stated its limit resets at {}",
+                    model.provider,
+                    local_and_utc(at, self.opts.local_offset)
                 ),
+                None => String::new(),
+            };
+            let line = format!(
+                "every candidate is cooling down; waiting {} for {} to reopen ({}){stated}",
+                human_ms(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)),
+                what.describe(),
+                model.key()
             );
+            self.note(Note::Wait, line);
         }
-        self.phase = Phase::Waiting { mode, until };
+        self.phase = Phase::Waiting {
+            mode,
+            until,
+            not_before,
+        };
         self.timers
             .set(Timer::WaitCheck, until.min(now.instant + WAIT_POLL));
         true
@@ -309,9 +365,20 @@ impl Machine {
     /// starts; the first usable candidate (the current model included) is taken, else the wait
     /// goes on — or ends the run when nothing will reopen in time.
     pub(super) fn wake(&mut self, now: Now) {
-        let Phase::Waiting { mode, .. } = self.phase else {
+        let Phase::Waiting {
+            mode, not_before, ..
+        } = self.phase
+        else {
             return;
         };
+        if let Some(t) = not_before
+            && now.instant < t
+        {
+            // Not yet this run's place in the spread after a stated reset.
+            self.timers
+                .set(Timer::WaitCheck, t.min(now.instant + WAIT_POLL));
+            return;
+        }
         self.round = Round::default();
         let Some(current) = self.dispatch.current().cloned() else {
             return self.finish(Outcome::Fatal(Fatal::NoModel));
@@ -392,7 +459,8 @@ impl Machine {
                 reason: format!("{why}; retrying will not help"),
             };
         }
-        let mut soonest: Option<(u64, String)> = None;
+        // (ms from now, the model, the provider and the reset it stated for that model's wait)
+        let mut soonest: Option<(u64, String, Option<StatedBy>)> = None;
         let mut causes: Vec<Cause> = Vec::new();
         for m in &models {
             match self.shared.availability(m, now.wall_ms) {
@@ -404,8 +472,8 @@ impl Machine {
                             kind: Blocked::By(c),
                         }),
                         _ => {
-                            if soonest.as_ref().is_none_or(|(t, _)| 0 < *t) {
-                                soonest = Some((0, m.key()));
+                            if soonest.as_ref().is_none_or(|(t, _, _)| 0 < *t) {
+                                soonest = Some((0, m.key(), None));
                             }
                         }
                     }
@@ -413,11 +481,12 @@ impl Machine {
                 Availability::Later {
                     at_ms,
                     transient: true,
-                    ..
+                    what,
                 } => {
                     let after = at_ms.saturating_sub(now.wall_ms);
-                    if soonest.as_ref().is_none_or(|(t, _)| after < *t) {
-                        soonest = Some((after, m.key()));
+                    if soonest.as_ref().is_none_or(|(t, _, _)| after < *t) {
+                        let stated = what.stated_at.map(|at| (m.provider.clone(), at));
+                        soonest = Some((after, m.key(), stated));
                     }
                 }
                 Availability::Later { what, .. } => causes.push(Cause {
@@ -431,14 +500,23 @@ impl Machine {
             }
         }
         match soonest {
-            Some((after, model)) => RetryHint {
-                could_help: true,
-                retry_after_ms: Some(after),
-                reason: format!(
+            Some((after, model, stated)) => {
+                let mut reason = format!(
                     "retrying later could help: {model} is usable again in {}",
                     human_ms(after)
-                ),
-            },
+                );
+                if let Some((provider, at)) = stated {
+                    reason.push_str(&format!(
+                        ": {provider} stated its limit resets at {}",
+                        local_and_utc(at, self.opts.local_offset)
+                    ));
+                }
+                RetryHint {
+                    could_help: true,
+                    retry_after_ms: Some(after),
+                    reason,
+                }
+            }
             None => {
                 causes.sort_by(|a, b| a.text.cmp(&b.text));
                 causes.dedup_by(|a, b| a.text == b.text);
@@ -454,6 +532,19 @@ impl Machine {
         }
     }
 }
+
+/// How a statement is kept with its breaker: the provider's words (redacted, short), and for
+/// Zhipu's zone-less time the zone it was read in.
+fn stated_words(s: &Stated) -> String {
+    let words = crate::redact::redact_capped(&s.text, STATED_WORDS_MAX);
+    match s.form {
+        stated::Form::ChinaLocal => format!("{words} (China Standard Time, UTC+8)"),
+        stated::Form::Zoned | stated::Form::Relative => words,
+    }
+}
+
+/// A provider and the reset it stated (unix ms).
+type StatedBy = (String, u64);
 
 /// Why a candidate will not be usable by itself: shown as `text`, advised on by `kind`.
 #[derive(Debug, Clone)]
