@@ -124,7 +124,7 @@ pub async fn run(
             let text = if json {
                 format!("{}\n", status_json(&rows, &loaded.health))
             } else {
-                status_table(&rows, &loaded.health)
+                status_table(&rows, &loaded.health, Some(clock::local_offset))
             };
             write_out(console, &text)
         }
@@ -269,7 +269,7 @@ mod tests {
         assert_eq!(rows[0].last_class.as_deref(), Some("quota"));
         assert_eq!(rows[1].state, "disabled");
         assert_eq!(rows[2].state, "healthy");
-        let table = status_table(&rows, &h);
+        let table = status_table(&rows, &h, None);
         assert!(table.contains("a/m1"), "{table}");
         assert!(table.contains("29m00s"), "{table}");
         assert!(

@@ -253,6 +253,7 @@ impl Machine {
             needs_images: self.request.needs_images(),
             input_tokens: self.request.tokens(),
             avoided_families: &avoided,
+            local_offset: self.opts.local_offset,
         };
         let mut candidates = Vec::new();
         if start_skipped.is_none() {
