@@ -46,7 +46,7 @@ pub struct Ranked {
 pub struct Excluded {
     pub model: String,
     /// A stable code: `outside_models`, `disabled`, `breaker_open`, `probe_leased`,
-    /// `no_image_input`, `window_too_small`, `family_avoided`.
+    /// `server_down`, `no_image_input`, `window_too_small`, `family_avoided`.
     pub code: &'static str,
     pub reason: String,
     /// For a breaker or lease: how long until it reopens.
@@ -69,6 +69,9 @@ pub struct Request<'a> {
     pub avoided_families: &'a [(String, String)],
     /// The machine's zone, for the times models come back (`None`: UTC only).
     pub local_offset: Option<LocalOffset>,
+    /// Servers with an open endpoint breaker, and that breaker's key
+    /// ([`super::candidates::down_servers`] of the pool).
+    pub down_servers: &'a std::collections::BTreeMap<String, String>,
 }
 
 /// Why `m` would not be tried, if it would not.
@@ -151,6 +154,23 @@ pub fn why_excluded(m: &ModelInfo, req: &Request<'_>) -> Option<Excluded> {
             );
         }
         None => {}
+    }
+    if let Some(endpoint) = super::candidates::server(m).and_then(|u| req.down_servers.get(&u)) {
+        let left = req
+            .health
+            .endpoints
+            .get(endpoint)
+            .and_then(|r| r.cooldown_until)
+            .map_or(0, |t| t.saturating_sub(req.now_ms));
+        return excluded(
+            "server_down",
+            format!(
+                "its base URL is down: open endpoint breaker {endpoint}, {} left: back at {}",
+                human_ms(left),
+                back(left)
+            ),
+            Some(left),
+        );
     }
     if req.needs_images && !m.accepts_images() {
         return excluded(
@@ -271,6 +291,7 @@ mod tests {
             input_tokens: 10,
             avoided_families: &[],
             local_offset: Some(|_| Some(-5 * 3600)),
+            down_servers: &std::collections::BTreeMap::new(),
         };
         let zai = why_excluded(&pool[0], &req).expect("excluded");
         assert_eq!(zai.code, "breaker_open");
@@ -290,6 +311,62 @@ mod tests {
             kimi.reason,
             "open provider breaker (quota), 30m00s left: back at 2026-12-01 15:03:54 -05:00 \
              (2026-12-01 20:03:54 UTC)"
+        );
+    }
+}
+
+#[cfg(test)]
+mod server_tests {
+    use super::*;
+    use crate::failover::classify::{FailureClass, Scope};
+    use crate::health::Delta;
+
+    /// Issue 24 item 7: two keys of Z.AI as two provider entries at one base URL. The first
+    /// one's endpoint breaker is open: the second is excluded with it, and says why.
+    #[test]
+    fn a_down_server_excludes_every_provider_entry_at_it() {
+        let at = |p: &str| ModelInfo {
+            provider: p.into(),
+            id: "glm-4.6".into(),
+            name: None,
+            base_url: Some("https://api.z.ai/api/coding/paas/v4".into()),
+            reasoning: false,
+            input: None,
+            context_window: None,
+        };
+        let pool = [at("zai"), at("zai-2")];
+        let mut h = Health::default();
+        h.apply(
+            &Delta::Failure {
+                at: 0,
+                key: Keys::of(&pool[0]).endpoint,
+                scope: Scope::Endpoint,
+                class: FailureClass::Endpoint,
+                error: "503".into(),
+            },
+            1.0,
+        );
+        let down = super::super::candidates::down_servers(&pool, &h, 1000);
+        let req = Request {
+            health: &h,
+            now_ms: 1000,
+            pool: &pool,
+            needs_images: false,
+            input_tokens: 10,
+            avoided_families: &[],
+            local_offset: None,
+            down_servers: &down,
+        };
+        assert_eq!(
+            why_excluded(&pool[0], &req).map(|x| x.code),
+            Some("breaker_open")
+        );
+        let second = why_excluded(&pool[1], &req).expect("excluded");
+        assert_eq!(second.code, "server_down");
+        assert_eq!(
+            second.reason,
+            "its base URL is down: open endpoint breaker zai@https://api.z.ai/api/coding/paas/v4, \
+             1m59s left: back at 1970-01-01 00:02:00 UTC"
         );
     }
 }

@@ -117,6 +117,7 @@ impl Machine {
     ) {
         let keys = Keys::of(model);
         self.round.mark_tried(keys.model.clone());
+        self.round.failed(verdict.class, candidates::server(model));
         // Printed and stored error text is redacted and cut to a few hundred characters.
         let error = crate::redact::redact_capped(raw_error, 300);
         self.note(
@@ -235,6 +236,8 @@ impl Machine {
         Filter {
             tried: self.round.tried(),
             isolated_endpoints: self.round.isolated(),
+            isolated_servers: self.round.isolated_servers(),
+            same_server_first: self.round.key_failed(),
             avoided_families: self.request.avoided_families(),
             needs_images: self.request.needs_images(),
             larger_context_than: self.request.larger_context_than(),

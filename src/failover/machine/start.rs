@@ -246,6 +246,8 @@ impl Machine {
             .iter()
             .map(|(f, why)| (f.clone(), why.clone()))
             .collect();
+        let down_servers =
+            candidates::down_servers(self.pi.pool(), self.shared.health(), now.wall_ms);
         let request = explain::Request {
             health: self.shared.health(),
             now_ms: now.wall_ms,
@@ -254,6 +256,7 @@ impl Machine {
             input_tokens: self.request.tokens(),
             avoided_families: &avoided,
             local_offset: self.opts.local_offset,
+            down_servers: &down_servers,
         };
         let mut candidates = Vec::new();
         if start_skipped.is_none() {
