@@ -223,13 +223,21 @@ impl Machine {
                 "too small for the request (context window {window} < ~{needed} tokens)"
             ));
         }
-        self.shared
+        let blocked = self
+            .shared
             .blocked(current, now.wall_ms)
             .map(|block| match block {
                 Block::Disabled => "disabled".to_string(),
                 Block::Cooling(s) => format!("{} breaker open", s.as_str()),
                 Block::Leased => "another run is probing it".to_string(),
-            })
+            });
+        // Another provider entry at the same base URL (another key) found the server down.
+        blocked.or_else(|| {
+            let down = candidates::down_servers(self.pi.pool(), self.shared.health(), now.wall_ms);
+            candidates::server(current)
+                .and_then(|u| down.get(&u))
+                .map(|e| format!("at a base URL that is down (endpoint breaker {e} open)"))
+        })
     }
 
     /// `--explain`: the candidate order exactly as a failover from the start model would rank
