@@ -54,7 +54,7 @@ pub struct Record {
     /// left out when `None`, so such records are written as before).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stated_reset: Option<u64>,
-    /// The provider's words that stated it (redacted, at most ~96 bytes).
+    /// The provider's words that stated it, quoted, and how they were read (redacted, short).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stated_words: Option<String>,
 }

@@ -43,7 +43,7 @@ pub struct StatedStatus {
     pub reopens_at_ms: u64,
     /// How long from the status's time until then.
     pub reopens_in_ms: u64,
-    /// The provider's words (redacted, cleaned for display).
+    /// The provider's words in quotes, and how they were read (redacted, cleaned for display).
     pub words: String,
 }
 
@@ -225,7 +225,7 @@ pub fn status_table(rows: &[ModelStatus], health: &Health, local: Option<LocalOf
         ));
         for s in stated {
             out.push_str(&format!(
-                "  {} {}: resets at {}, reopens in {}: \"{}\"\n",
+                "  {} {}: resets at {}, reopens in {}; stated as {}\n",
                 s.breaker,
                 s.key,
                 local_and_utc(s.at_ms, local),
@@ -261,7 +261,7 @@ pub fn status_json(rows: &[ModelStatus], health: &Health) -> Value {
                 "at_ms": s.at_ms,
                 "at": iso_utc_seconds(s.at_ms),
                 "reopens_at_ms": s.reopens_at_ms,
-                "words": s.words,
+                "stated_as": s.words,
             })),
         })).collect::<Vec<_>>(),
         "healthy": count("healthy"),
@@ -374,7 +374,7 @@ mod tests {
                 reset: crate::health::StatedReset {
                     at_ms: reset,
                     spread_ms: 2000,
-                    words: "2026-12-02 03:36:54 (China Standard Time, UTC+8)".into(),
+                    words: "\"2026-12-02 03:36:54\", read as China Standard Time (UTC+8)".into(),
                 },
             },
             1.0,
@@ -394,8 +394,8 @@ mod tests {
             table.ends_with(
                 "\nstated resets (the provider said when its limit lifts; the breaker stays \
                  open until then, plus up to 3 s):\n  provider zai: resets at 2026-12-01 \
-                 14:36:54 -05:00 (2026-12-01 19:36:54 UTC), reopens in 3m02s: \"2026-12-02 \
-                 03:36:54 (China Standard Time, UTC+8)\"\n"
+                 14:36:54 -05:00 (2026-12-01 19:36:54 UTC), reopens in 3m02s; stated as \
+                 \"2026-12-02 03:36:54\", read as China Standard Time (UTC+8)\n"
             ),
             "one line per breaker, not per model:\n{table}"
         );
@@ -407,7 +407,7 @@ mod tests {
             first["stated_reset"],
             json!({"breaker": "provider", "key": "zai", "at_ms": reset,
                    "at": "2026-12-01T19:36:54Z", "reopens_at_ms": reset + 2000,
-                   "words": "2026-12-02 03:36:54 (China Standard Time, UTC+8)"})
+                   "stated_as": "\"2026-12-02 03:36:54\", read as China Standard Time (UTC+8)"})
         );
         // Once it reopened: no statement, no reopening time.
         let later = status_json(&statuses(&[m("glm-4.6")], &h, reset + 2000), &h);

@@ -536,12 +536,15 @@ impl Machine {
     }
 }
 
-/// How a statement is kept with its breaker: the provider's words (redacted, short), and for
-/// Zhipu's zone-less time the zone it was read in.
+/// How a statement is kept with its breaker: the provider's words in quotes (redacted,
+/// short), and for Zhipu's zone-less time the zone it was read in.
 fn stated_words(s: &Stated) -> String {
-    let words = crate::redact::redact_capped(&s.text, STATED_WORDS_MAX);
+    let words = format!(
+        "\"{}\"",
+        crate::redact::redact_capped(&s.text, STATED_WORDS_MAX)
+    );
     match s.form {
-        stated::Form::ChinaLocal => format!("{words} (China Standard Time, UTC+8)"),
+        stated::Form::ChinaLocal => format!("{words}, read as China Standard Time (UTC+8)"),
         stated::Form::Zoned | stated::Form::Relative => words,
     }
 }

@@ -1951,7 +1951,7 @@ fn a_stated_quota_reset_opens_the_breaker_until_then_and_says_when_to_retry() {
     assert!(
         matches!(&deltas[1], Delta::Stated { key, scope: Scope::Provider, class: FailureClass::Quota, reset }
             if key == "a" && reset.at_ms == RESET_MS && reset.spread_ms == spread
-                && reset.words == "1970-01-01 10:49:40 (China Standard Time, UTC+8)"),
+                && reset.words == "\"1970-01-01 10:49:40\", read as China Standard Time (UTC+8)"),
         "{deltas:?}"
     );
     assert_eq!(
