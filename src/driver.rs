@@ -99,11 +99,11 @@ impl Session {
             start_model: self.start_model.clone(),
             thinking: job.thinking.level.clone(),
             id_prefix: format!("r{}-", self.jobs),
+            local_offset: Some(clock::local_offset),
+            spread_seed: spread_seed(&job.label, self.jobs),
             explain: job.explain,
             deadline: Some(job.deadline),
             health_pending: true,
-            local_offset: Some(clock::local_offset),
-            spread_seed: spread_seed(&job.label, self.jobs),
         };
         self.jobs += 1;
         let mut machine = Machine::with_options(

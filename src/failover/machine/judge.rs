@@ -113,13 +113,15 @@ impl Machine {
         now: Now,
         model: &ModelInfo,
         verdict: Classification,
-        raw_error: &str,
+        error: &str,
     ) {
         let keys = Keys::of(model);
         self.round.mark_tried(keys.model.clone());
         self.round.failed(verdict.class, candidates::server(model));
+        // The breaker reads the whole text (for a stated reset); what is shown is cut.
+        let raw = error;
         // Printed and stored error text is redacted and cut to a few hundred characters.
-        let error = crate::redact::redact_capped(raw_error, 300);
+        let error = crate::redact::redact_capped(error, 300);
         self.note(
             Note::Detail,
             format!(
@@ -132,10 +134,6 @@ impl Machine {
         );
         let class = verdict.class;
         let scope = verdict.scope;
-        // A quota window or a rate limit that says when it lifts: its breaker follows.
-        let stated = matches!(class, FailureClass::Quota | FailureClass::RateLimit)
-            .then(|| stated::stated_reset(raw_error, now.wall_ms))
-            .flatten();
         let duration_ms = self.attempt.ms(now.instant);
         self.tally.push(Attempt {
             model: keys.model.clone(),
@@ -144,7 +142,7 @@ impl Machine {
             duration_ms,
             usage: self.attempt.close(),
         });
-        self.open_breaker(now, model, class, scope, error, stated);
+        self.open_breaker(now, model, &keys, class, scope, raw);
         // The probe is over whatever it proved: a lease this run holds on one of the model's
         // breakers goes back, so another run need not wait out the lease's expiry. Only after
         // the failure: each delta is its own commit, and a lease released first would let
@@ -155,17 +153,20 @@ impl Machine {
     }
 
     /// Records the failure on the breaker of `scope` (announcing it if that opens it), after
-    /// the class's own bookkeeping, and the reset it stated; some classes open no breaker.
+    /// the class's own bookkeeping; some classes open no breaker.
     fn open_breaker(
         &mut self,
         now: Now,
         model: &ModelInfo,
+        keys: &Keys,
         class: FailureClass,
         scope: Scope,
-        error: String,
-        stated: Option<Stated>,
+        error: impl AsRef<str>,
     ) {
-        let keys = &Keys::of(model);
+        // `error` is the failure's text as Pi gave it: the breaker keeps it redacted and cut,
+        // and a quota or rate limit that states when it lifts (read from the whole text)
+        // keeps its breaker open until then.
+        let raw = error.as_ref();
         match class {
             FailureClass::UserAbort => return,
             FailureClass::ContextOverflow => {
@@ -191,8 +192,11 @@ impl Machine {
             key: key.clone(),
             scope,
             class,
-            error,
+            error: crate::redact::redact_capped(raw, 300),
         });
+        let stated = matches!(class, FailureClass::Quota | FailureClass::RateLimit)
+            .then(|| stated::stated_reset(raw, now.wall_ms))
+            .flatten();
         if let Some(s) = stated {
             self.record(Delta::Stated {
                 key: key.clone(),
@@ -325,17 +329,19 @@ impl Machine {
         let Some((at_ms, model, what)) = best else {
             return false;
         };
-        let reopens = now.instant + Duration::from_millis(at_ms.saturating_sub(now.wall_ms));
-        if reopens >= deadline {
+        let wait = Duration::from_millis(at_ms.saturating_sub(now.wall_ms));
+        let until = now.instant + wait;
+        if until >= deadline {
             return false;
         }
+        let already = matches!(self.phase, Phase::Waiting { .. });
+        // After a stated reset: not before this run's place in the spread (deadline allowing).
         let spread = what
             .stated_at
             .map(|_| Duration::from_millis(self.opts.spread_seed % (RESTART_SPREAD_MS + 1)))
-            .filter(|s| reopens + *s < deadline);
-        let until = reopens + spread.unwrap_or_default();
+            .filter(|s| until + *s < deadline);
+        let until = until + spread.unwrap_or_default();
         let not_before = spread.map(|_| until);
-        let already = matches!(self.phase, Phase::Waiting { .. });
         if !already {
             let wait = until.saturating_duration_since(now.instant);
             let stated = match what.stated_at {
