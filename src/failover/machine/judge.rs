@@ -142,7 +142,7 @@ impl Machine {
             duration_ms,
             usage: self.attempt.close(),
         });
-        self.open_breaker(now, model, &keys, class, scope, raw);
+        self.open_breaker(now, model, &keys, class, scope, raw.to_string());
         // The probe is over whatever it proved: a lease this run holds on one of the model's
         // breakers goes back, so another run need not wait out the lease's expiry. Only after
         // the failure: each delta is its own commit, and a lease released first would let
@@ -161,12 +161,12 @@ impl Machine {
         keys: &Keys,
         class: FailureClass,
         scope: Scope,
-        error: impl AsRef<str>,
+        error: String,
     ) {
         // `error` is the failure's text as Pi gave it: the breaker keeps it redacted and cut,
         // and a quota or rate limit that states when it lifts (read from the whole text)
         // keeps its breaker open until then.
-        let raw = error.as_ref();
+        let raw = error.as_str();
         match class {
             FailureClass::UserAbort => return,
             FailureClass::ContextOverflow => {
