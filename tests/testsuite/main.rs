@@ -11,6 +11,7 @@
 mod support;
 
 mod batch;
+mod capacity_runs;
 mod cli;
 mod docs;
 mod explain_and_retry;
