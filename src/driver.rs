@@ -99,6 +99,8 @@ impl Session {
             start_model: self.start_model.clone(),
             thinking: job.thinking.level.clone(),
             id_prefix: format!("r{}-", self.jobs),
+            local_offset: Some(clock::local_offset),
+            spread_seed: spread_seed(&job.label, self.jobs),
             explain: job.explain,
             deadline: Some(job.deadline),
             health_pending: true,
@@ -445,4 +447,15 @@ fn ms(d: Duration) -> u64 {
 
 pub fn ms_since(t: Instant) -> u64 {
     ms(clock::now().instant.saturating_duration_since(t))
+}
+
+/// A per-job seed for the machine's restart spread (`Options::spread_seed`): the job's label
+/// and its number on this Pi, hashed (FNV-1a). Only needs to differ between jobs.
+fn spread_seed(label: &str, job: u32) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in label.bytes().chain(job.to_le_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
 }

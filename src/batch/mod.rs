@@ -172,7 +172,7 @@ enum Halt {
 
 /// What workers tell the collector.
 enum Event {
-    Done(Done),
+    Done(Box<Done>),
     Setup(Box<Ended>),
     WriteFailed(Failure),
 }

@@ -100,7 +100,7 @@ pub struct Done {
 /// How a job ended for the batch.
 #[derive(Debug)]
 pub enum Outcome {
-    Finished(Done),
+    Finished(Box<Done>),
     /// Cut short by a signal (or by the batch stopping): it records nothing.
     Unfinished,
     /// The configuration cannot work (Pi missing or dying at start, a scope that selects
@@ -200,7 +200,7 @@ impl Worker {
                 number,
                 invalid,
                 line_hash,
-            } => Outcome::Finished(invalid_line(index, number, &invalid, line_hash)),
+            } => Outcome::Finished(Box::new(invalid_line(index, number, &invalid, line_hash))),
             Item::Job {
                 index,
                 number,
@@ -208,9 +208,9 @@ impl Worker {
                 input_hash,
             } => match self.job(&spec, ctx, stops).await {
                 Ran::Ended(ended) if matches!(ended.end, JobEnd::Stopped(_)) => Outcome::Unfinished,
-                Ran::Ended(ended) => {
-                    Outcome::Finished(self.done(index, number, &spec, input_hash, &ended))
-                }
+                Ran::Ended(ended) => Outcome::Finished(Box::new(
+                    self.done(index, number, &spec, input_hash, &ended),
+                )),
                 Ran::Setup(ended) => Outcome::Setup(ended),
             },
         }

@@ -203,8 +203,60 @@ fn apply_dispatches_every_delta() {
         c.apply(&CapacityDelta::Refused {
             at: 4,
             slot: slot(),
-            limits: JOBS8
+            limits: JOBS8,
+            pause_ms: 0,
         }),
         Outcome::Refused(Verdict::SlowDown(Change { from: 2, to: 1 }))
     );
+}
+
+/// A refusal that states a delay: nobody gets a slot on the provider until then (the waiter is
+/// told to ask again at its end), then admission goes on as usual; a stated delay is believed
+/// up to `MAX_PAUSE_MS`.
+#[test]
+fn a_stated_pause_grants_no_slot_until_it_ends() {
+    let mut c = Capacity::default();
+    assert!(matches!(
+        c.acquire(0, "x", DEFAULT_LEASE_TTL_MS, JOBS8),
+        Admission::Granted { .. }
+    ));
+    c.apply(&CapacityDelta::Refused {
+        at: 1000,
+        slot: "x".into(),
+        limits: JOBS8,
+        pause_ms: 2000,
+    });
+    assert_eq!(
+        c.acquire(2999, "y", DEFAULT_LEASE_TTL_MS, JOBS8),
+        Admission::Full {
+            limit: 1,
+            in_flight: 0,
+            next_expiry: Some(3000)
+        }
+    );
+    assert!(!c.has_free_slot(2999, JOBS8));
+    assert_eq!(c.next_expiry(2999), Some(3000));
+    assert!(c.has_free_slot(3000, JOBS8));
+    assert!(matches!(
+        c.acquire(3000, "y", DEFAULT_LEASE_TTL_MS, JOBS8),
+        Admission::Granted { .. }
+    ));
+
+    let mut c = Capacity::default();
+    c.acquire(0, "x", DEFAULT_LEASE_TTL_MS, JOBS8);
+    c.apply(&CapacityDelta::Refused {
+        at: 0,
+        slot: "x".into(),
+        limits: JOBS8,
+        pause_ms: u64::MAX,
+    });
+    assert_eq!(c.paused_until, MAX_PAUSE_MS, "bounded");
+}
+
+/// Old capacity records (no pause) read as before, and a record without a pause writes none.
+#[test]
+fn a_record_without_a_pause_keeps_its_old_shape() {
+    let c = Capacity::default();
+    let json = serde_json::to_value(&c).unwrap_or_default();
+    assert!(json.get("paused_until").is_none(), "{json}");
 }

@@ -61,6 +61,12 @@
 //! hold slots for long. After [`IDLE_FORGET_MS`] without leases or operations the refusals
 //! are forgotten (the limit stays as the next start, slow start resumes): a key whose plan
 //! grew overnight is found out at once rather than after a backed-off probe.
+//!
+//! *Stated pauses.* A capacity signal that says when to send again (`Please try again in 2s`,
+//! issue 24) pauses the provider for that long: no slot is granted on it to anyone until then
+//! (the caller's request waits or overflows as for a full provider). The pause is relative to
+//! the refusal's time and bounded by [`MAX_PAUSE_MS`]; a longer stated delay is no capacity
+//! signal but a rate limit with a stated reset (the caller opens the breaker until then).
 
 pub mod caps;
 pub mod ops;
@@ -95,6 +101,8 @@ pub const PROBE_WINDOWS: u32 = 4;
 pub const MAX_PROBE_BACKOFF: u32 = 4;
 /// After this long with no slot held and no operation, refusals are forgotten (the limit stays).
 pub const IDLE_FORGET_MS: u64 = 30 * 60_000;
+/// The longest stated pause a capacity signal makes (see the module docs).
+pub const MAX_PAUSE_MS: u64 = 60_000;
 
 /// What one caller brings: its `--jobs` and its `--max-inflight` for this provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,6 +162,14 @@ pub struct Capacity {
     pub last_at: u64,
     /// Slot id → lease.
     pub leases: BTreeMap<String, Lease>,
+    /// No slot is granted before this (unix ms; 0: none): the provider stated when to send
+    /// again.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub paused_until: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// A change to one provider's record, applied in store order.
@@ -176,11 +192,13 @@ pub enum CapacityDelta {
         slot: String,
         limits: Limits,
     },
-    /// The request on `slot` got a capacity signal; the slot is given back.
+    /// The request on `slot` got a capacity signal; the slot is given back. `pause_ms` (0:
+    /// none) is how long the provider said to wait before sending again.
     Refused {
         at: u64,
         slot: String,
         limits: Limits,
+        pause_ms: u64,
     },
 }
 
@@ -255,8 +273,15 @@ impl Capacity {
             CapacityDelta::Answered { at, slot, limits } => {
                 Outcome::Answered(self.answered(*at, slot, *limits))
             }
-            CapacityDelta::Refused { at, slot, limits } => {
-                Outcome::Refused(self.refused(*at, slot, *limits))
+            CapacityDelta::Refused {
+                at,
+                slot,
+                limits,
+                pause_ms,
+            } => {
+                let verdict = self.refused(*at, slot, *limits);
+                self.pause(*at, *pause_ms);
+                Outcome::Refused(verdict)
             }
         }
     }
@@ -278,6 +303,13 @@ impl Capacity {
             };
         }
         let in_flight = count(self.leases.len());
+        if self.paused_until > now {
+            return Admission::Full {
+                limit,
+                in_flight,
+                next_expiry: Some(self.paused_until),
+            };
+        }
         if in_flight >= limit || self.leases.len() >= MAX_LEASES {
             return Admission::Full {
                 limit,
@@ -336,12 +368,19 @@ impl Capacity {
     /// Would [`Capacity::acquire`] of a new slot be granted at `now`?
     pub fn has_free_slot(&self, now: u64, limits: Limits) -> bool {
         let view = self.tidied(now);
-        view.leases.len() < MAX_LEASES && count(view.leases.len()) < view.effective(limits)
+        view.paused_until <= now
+            && view.leases.len() < MAX_LEASES
+            && count(view.leases.len()) < view.effective(limits)
     }
 
-    /// When the first live lease runs out unless renewed.
+    /// When a waiter should ask again at the latest: the end of a stated pause, else when the
+    /// first live lease runs out unless renewed.
     pub fn next_expiry(&self, now: u64) -> Option<u64> {
-        self.tidied(now).leases.values().map(|l| l.until).min()
+        let view = self.tidied(now);
+        if view.paused_until > now {
+            return Some(view.paused_until);
+        }
+        view.leases.values().map(|l| l.until).min()
     }
 
     fn tidied(&self, now: u64) -> Capacity {
@@ -378,6 +417,19 @@ impl Capacity {
         }
         self.last_at = self.last_at.max(now);
         self.limit = self.limit.min(MAX_LIMIT);
+        // Over, or further ahead than any pause lasts (a corrupt store).
+        if self.paused_until <= now || self.paused_until > now.saturating_add(MAX_PAUSE_MS) {
+            self.paused_until = 0;
+        }
+    }
+
+    /// The provider said to send nothing for `pause_ms` from `at` (bounded; a pause already
+    /// running longer is kept).
+    fn pause(&mut self, at: u64, pause_ms: u64) {
+        if pause_ms > 0 {
+            let until = at.saturating_add(pause_ms.min(MAX_PAUSE_MS));
+            self.paused_until = self.paused_until.max(until);
+        }
     }
 
     /// Keeps the limit as the next start but forgets the refusals behind it: slow start again,

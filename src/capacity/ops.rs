@@ -308,6 +308,7 @@ mod tests {
                 at: 2,
                 slot: "s2".into(),
                 limits: uncapped("a").limits,
+                pause_ms: 0,
             },
         };
         apply_op(&mut records, &refused, 2);
@@ -342,6 +343,7 @@ mod tests {
                 at: 10,
                 slot: "s".into(),
                 limits,
+                pause_ms: 0,
             },
         };
         let (r, changed) = apply_op(&mut records, &refused, 10);

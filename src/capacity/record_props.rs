@@ -89,6 +89,7 @@ fn record() -> impl Strategy<Value = Capacity> {
                     refusals_at_one,
                     last_at,
                     leases: table,
+                    paused_until: 0,
                 }
             },
         )
@@ -127,7 +128,12 @@ fn deltas() -> impl Strategy<Value = Vec<CapacityDelta>> {
                     },
                     2 => CapacityDelta::Renew { at, slot, ttl_ms },
                     3 => CapacityDelta::Answered { at, slot, limits },
-                    _ => CapacityDelta::Refused { at, slot, limits },
+                    _ => CapacityDelta::Refused {
+                        at,
+                        slot,
+                        limits,
+                        pause_ms: ttl_ms,
+                    },
                 }
             })
             .collect()
@@ -140,7 +146,9 @@ fn parts(d: &CapacityDelta) -> (u64, &str, Option<Limits>) {
             at, slot, limits, ..
         }
         | CapacityDelta::Answered { at, slot, limits }
-        | CapacityDelta::Refused { at, slot, limits } => (*at, slot, Some(*limits)),
+        | CapacityDelta::Refused {
+            at, slot, limits, ..
+        } => (*at, slot, Some(*limits)),
         CapacityDelta::Renew { at, slot, .. } | CapacityDelta::Release { at, slot } => {
             (*at, slot, None)
         }
@@ -156,6 +164,10 @@ fn check_shape(c: &Capacity, at: u64) -> Result<(), TestCaseError> {
         prop_assert!(lease.until > at, "expired lease kept");
         prop_assert!(lease.until <= at.saturating_add(MAX_LEASE_TTL_MS));
     }
+    prop_assert!(
+        c.paused_until <= at.saturating_add(MAX_PAUSE_MS),
+        "pause too long"
+    );
     Ok(())
 }
 
@@ -185,6 +197,7 @@ proptest! {
             match outcome {
                 Outcome::Admission(Admission::Granted { limit, in_flight }) if !was_live => {
                     prop_assert!(in_flight <= limit, "{} in flight over {}", in_flight, limit);
+                    prop_assert!(c.paused_until <= at, "granted during a pause");
                     prop_assert_eq!(in_flight, c.in_flight(at));
                 }
                 Outcome::Answered(ch) => {
@@ -272,7 +285,7 @@ fn json_record() -> impl Strategy<Value = Value> {
     let leases = proptest::collection::btree_map(slot(), lease, 0..20)
         .prop_map(|m| Value::Object(m.into_iter().collect()));
     (
-        proptest::collection::vec(json_number(), 9),
+        proptest::collection::vec(json_number(), 10),
         prop_oneof![leases, json_number()],
     )
         .prop_map(|(n, leases)| {
@@ -280,6 +293,7 @@ fn json_record() -> impl Strategy<Value = Value> {
                 "limit": n[0], "generation": n[1], "congested": n[2], "clean": n[3],
                 "saturated": n[4], "refused_at": n[5], "failed_probes": n[6],
                 "refusals_at_one": n[7], "last_at": n[8], "leases": leases,
+                "paused_until": n[9],
             })
         })
 }

@@ -5,19 +5,24 @@
 //! # Ranking
 //!
 //! Hard filters first: not the current model; not tried this round; endpoint not isolated;
-//! no open breaker, lease or disable on its model/provider/endpoint; accepts images when the
-//! request has images (unknown metadata excluded); a strictly larger context window after an
-//! overflow (missing = 0); family not avoided. The survivors are sorted by an ascending
-//! penalty, ties keeping pool order: same provider as the current model +1000; different
-//! model id +100 (ids compare case-insensitively by their last `/` segment, so a gateway's
-//! `z-ai/GLM-4.6` is the same model as `glm-4.6`); different input set +20; different
-//! reasoning flag +10; smaller context window +5; history min(80, Σ 4·log2(n+1)) over the
-//! total failures n of its model, provider and endpoint records.
+//! no open breaker, lease or disable on its model/provider/endpoint; its server (normalised
+//! base URL) not down — no open endpoint breaker of another provider entry at the same base
+//! URL, and not isolated this round by endpoint failures under any entry (several keys of one
+//! provider are one entry each, sharing its server); accepts images when the request has
+//! images (unknown metadata excluded); a strictly larger context window after an overflow (missing = 0); family not
+//! avoided. The survivors are sorted by an ascending penalty, ties keeping pool order: same
+//! provider as the current model +1000; different model id +100 (ids compare
+//! case-insensitively by their last `/` segment, so a gateway's `z-ai/GLM-4.6` is the same
+//! model as `glm-4.6`); after a failure of the current model's key (auth, quota, rate limit),
+//! another base URL than the current model's +50 (the same model on another key of the same
+//! server first); different input set +20; different reasoning flag +10; smaller context
+//! window +5; history min(80, Σ 4·log2(n+1)) over the total failures n of its model, provider
+//! and endpoint records.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog::ModelInfo;
-use crate::health::{Health, Keys};
+use crate::health::{Health, Keys, normalise_base_url};
 
 /// Everything the hard filters look at besides the model itself.
 #[derive(Debug, Clone, Copy)]
@@ -26,6 +31,11 @@ pub struct Filter<'a> {
     pub tried: &'a BTreeSet<String>,
     /// Endpoint keys isolated for the rest of the round.
     pub isolated_endpoints: &'a BTreeSet<String>,
+    /// Servers (normalised base URLs) isolated for the rest of the round, under any provider.
+    pub isolated_servers: &'a BTreeSet<String>,
+    /// The current model's key just failed (auth, quota, rate limit): another key of the same
+    /// server (another provider entry with its base URL) is the nearest replacement.
+    pub same_server_first: bool,
     /// Families avoided after a content-policy failure (family → why).
     pub avoided_families: &'a std::collections::BTreeMap<String, String>,
     /// The request carries images: only models that declare `image` input qualify.
@@ -43,12 +53,17 @@ pub struct Filter<'a> {
 /// Healthy candidates for replacing `current`, best first.
 pub fn rank(current: &ModelInfo, pool: &[ModelInfo], filter: &Filter<'_>) -> Vec<ModelInfo> {
     let current_key = current.key();
+    let down = down_servers(pool, filter.health, filter.now_ms);
     let mut seen = BTreeSet::new();
     let mut scored: Vec<(f64, &ModelInfo)> = pool
         .iter()
         .filter(|m| seen.insert(m.key()))
         .filter(|m| admissible(m, &current_key, filter))
-        .map(|m| (penalty(current, m, filter.health), m))
+        .filter(|m| {
+            server(m)
+                .is_none_or(|u| !down.contains_key(&u) && !filter.isolated_servers.contains(&u))
+        })
+        .map(|m| (penalty(current, m, filter), m))
         .collect();
     // `sort_by` is stable: equal penalties keep pool order.
     scored.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -68,14 +83,46 @@ fn admissible(m: &ModelInfo, current_key: &str, f: &Filter<'_>) -> bool {
         && !f.avoided_families.contains_key(&family(m))
 }
 
+/// The servers of `pool` with an open endpoint breaker (under one provider entry or another),
+/// each with the key of that breaker: every entry at such a server is down.
+pub fn down_servers(pool: &[ModelInfo], health: &Health, now_ms: u64) -> BTreeMap<String, String> {
+    let mut down = BTreeMap::new();
+    for m in pool {
+        let endpoint = Keys::of(m).endpoint;
+        if let Some(u) = server(m)
+            && !down.contains_key(&u)
+            && health
+                .endpoints
+                .get(&endpoint)
+                .is_some_and(|r| r.cooling(now_ms))
+        {
+            down.insert(u, endpoint);
+        }
+    }
+    down
+}
+
+/// The normalised base URL of `m`, when it has one: the server its requests go to.
+pub fn server(m: &ModelInfo) -> Option<String> {
+    m.base_url
+        .as_deref()
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(normalise_base_url)
+}
+
 /// Lower is better; see the module doc.
-fn penalty(current: &ModelInfo, m: &ModelInfo, health: &Health) -> f64 {
+fn penalty(current: &ModelInfo, m: &ModelInfo, f: &Filter<'_>) -> f64 {
+    let health = f.health;
     let mut p = 0.0;
     if m.provider == current.provider {
         p += 1000.0;
     }
     if !same_model_id(&m.id, &current.id) {
         p += 100.0;
+    }
+    if f.same_server_first && (server(m).is_none() || server(m) != server(current)) {
+        p += 50.0;
     }
     if input_set(m) != input_set(current) {
         p += 20.0;
@@ -235,9 +282,21 @@ mod tests {
         }
 
         fn rank(&self, current: &ModelInfo, pool: &[ModelInfo]) -> Vec<String> {
+            self.rank_with(current, pool, &BTreeSet::new(), false)
+        }
+
+        fn rank_with(
+            &self,
+            current: &ModelInfo,
+            pool: &[ModelInfo],
+            isolated_servers: &BTreeSet<String>,
+            same_server_first: bool,
+        ) -> Vec<String> {
             let filter = Filter {
                 tried: &self.tried,
                 isolated_endpoints: &self.isolated,
+                isolated_servers,
+                same_server_first,
                 avoided_families: &self.avoided,
                 needs_images: self.needs_images,
                 larger_context_than: self.larger_context_than,
@@ -280,6 +339,66 @@ mod tests {
         assert_eq!(
             Round::new().rank(&current, &pool),
             ["c/glm-4.6", "b/qwen3", "a/glm-4.5"]
+        );
+    }
+
+    /// Issue 24 item 7: several keys of one provider are one provider entry each with the same
+    /// base URL. After a failure of the key, the same model on the other key comes first (even
+    /// before the same model elsewhere); an open endpoint breaker, or an isolation, of the
+    /// shared server leaves out every entry at it.
+    #[test]
+    fn another_key_of_the_same_server_first_and_a_down_server_for_every_key() {
+        let at = |p: &str, id: &str, url: &str| ModelInfo {
+            base_url: Some(url.into()),
+            ..model(p, id)
+        };
+        let zai = "https://api.z.ai/api/coding/paas/v4";
+        let current = at("zai", "glm-4.6", zai);
+        let pool = [
+            at("openrouter", "z-ai/glm-4.6", "https://openrouter.ai/api/v1"),
+            at("zai-2", "glm-4.5", zai),
+            at("zai-2", "glm-4.6", &format!("{zai}/")),
+            at("deepseek", "deepseek-chat", "https://api.deepseek.com"),
+        ];
+        let r = Round::new();
+        let empty = BTreeSet::new();
+        assert_eq!(
+            r.rank_with(&current, &pool, &empty, true),
+            [
+                "zai-2/glm-4.6",
+                "openrouter/z-ai/glm-4.6",
+                "zai-2/glm-4.5",
+                "deepseek/deepseek-chat"
+            ]
+        );
+        // Without a key failure, ties keep the pool order as before.
+        assert_eq!(
+            r.rank_with(&current, &pool, &empty, false)[..2],
+            ["openrouter/z-ai/glm-4.6", "zai-2/glm-4.6"]
+        );
+        let isolated: BTreeSet<String> = [normalise_base_url(zai)].into();
+        assert_eq!(
+            r.rank_with(&current, &pool, &isolated, false),
+            ["openrouter/z-ai/glm-4.6", "deepseek/deepseek-chat"]
+        );
+        // zai's endpoint breaker is open: zai-2 at the same server is left out too.
+        let mut r = Round::new();
+        r.fail(
+            &Keys::of(&current).endpoint,
+            Scope::Endpoint,
+            FailureClass::Endpoint,
+            1,
+        );
+        let mut pool = pool.to_vec();
+        pool.push(current.clone());
+        assert_eq!(
+            r.rank_with(&current, &pool, &empty, false),
+            ["openrouter/z-ai/glm-4.6", "deepseek/deepseek-chat"]
+        );
+        let down = down_servers(&pool, &r.health, 1_000);
+        assert_eq!(
+            down.get(&normalise_base_url(zai)).map(String::as_str),
+            Some("zai@https://api.z.ai/api/coding/paas/v4")
         );
     }
 

@@ -9,6 +9,7 @@ use super::candidates::family;
 use super::reopen::human_ms;
 use crate::catalog::ModelInfo;
 use crate::health::{Block, Health, Keys};
+use crate::timefmt::{LocalOffset, local_and_utc};
 
 /// The whole explanation (`--explain --json` prints it as is).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -45,11 +46,15 @@ pub struct Ranked {
 pub struct Excluded {
     pub model: String,
     /// A stable code: `outside_models`, `disabled`, `breaker_open`, `probe_leased`,
-    /// `no_image_input`, `window_too_small`, `family_avoided`.
+    /// `server_down`, `no_image_input`, `window_too_small`, `family_avoided`.
     pub code: &'static str,
     pub reason: String,
     /// For a breaker or lease: how long until it reopens.
     pub remaining_ms: Option<u64>,
+    /// For a breaker or lease: when it comes back (unix ms).
+    pub back_at_ms: Option<u64>,
+    /// For a breaker open until the reset its provider stated: that reset (unix ms).
+    pub stated_reset_ms: Option<u64>,
 }
 
 /// What the candidate filters look at, for a request that has not been sent yet.
@@ -62,6 +67,11 @@ pub struct Request<'a> {
     pub input_tokens: u64,
     /// Families this run avoids, with the reason.
     pub avoided_families: &'a [(String, String)],
+    /// The machine's zone, for the times models come back (`None`: UTC only).
+    pub local_offset: Option<LocalOffset>,
+    /// Servers with an open endpoint breaker, and that breaker's key
+    /// ([`super::candidates::down_servers`] of the pool).
+    pub down_servers: &'a std::collections::BTreeMap<String, String>,
 }
 
 /// Why `m` would not be tried, if it would not.
@@ -73,8 +83,11 @@ pub fn why_excluded(m: &ModelInfo, req: &Request<'_>) -> Option<Excluded> {
             code,
             reason,
             remaining_ms,
+            back_at_ms: remaining_ms.map(|ms| req.now_ms.saturating_add(ms)),
+            stated_reset_ms: None,
         })
     };
+    let back = |left: u64| local_and_utc(req.now_ms.saturating_add(left), req.local_offset);
     if !req.pool.iter().any(|p| p.key() == key) {
         return excluded("outside_models", "outside --models".to_string(), None);
     }
@@ -97,15 +110,29 @@ pub fn why_excluded(m: &ModelInfo, req: &Request<'_>) -> Option<Excluded> {
             let class = record
                 .and_then(|r| r.last_class.clone())
                 .unwrap_or_else(|| "failure".to_string());
-            return excluded(
+            let stated = record.and_then(|r| r.stated_reset_at(req.now_ms));
+            let said = match stated {
+                Some(at) => format!(
+                    " ({} stated its limit resets at {})",
+                    m.provider,
+                    local_and_utc(at, req.local_offset)
+                ),
+                None => String::new(),
+            };
+            let mut x = excluded(
                 "breaker_open",
                 format!(
-                    "open {} breaker ({class}), {} left",
+                    "open {} breaker ({class}), {} left: back at {}{said}",
                     scope.as_str(),
-                    human_ms(left)
+                    human_ms(left),
+                    back(left)
                 ),
                 Some(left),
             );
+            if let Some(x) = x.as_mut() {
+                x.stated_reset_ms = stated;
+            }
+            return x;
         }
         Some(Block::Leased) => {
             let keys = Keys::of(m);
@@ -119,13 +146,31 @@ pub fn why_excluded(m: &ModelInfo, req: &Request<'_>) -> Option<Excluded> {
             return excluded(
                 "probe_leased",
                 format!(
-                    "another run holds its probe lease ({} left)",
-                    human_ms(left)
+                    "another run holds its probe lease ({} left): back at {} at the latest",
+                    human_ms(left),
+                    back(left)
                 ),
                 Some(left),
             );
         }
         None => {}
+    }
+    if let Some(endpoint) = super::candidates::server(m).and_then(|u| req.down_servers.get(&u)) {
+        let left = req
+            .health
+            .endpoints
+            .get(endpoint)
+            .and_then(|r| r.cooldown_until)
+            .map_or(0, |t| t.saturating_sub(req.now_ms));
+        return excluded(
+            "server_down",
+            format!(
+                "its base URL is down: open endpoint breaker {endpoint}, {} left: back at {}",
+                human_ms(left),
+                back(left)
+            ),
+            Some(left),
+        );
     }
     if req.needs_images && !m.accepts_images() {
         return excluded(
@@ -185,4 +230,143 @@ pub fn rank_reason(start: &ModelInfo, m: &ModelInfo, health: &Health) -> String 
         parts.push(format!("{failures} past failures"));
     }
     parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::failover::classify::{FailureClass, Scope};
+    use crate::health::{Delta, StatedReset};
+
+    fn model(provider: &str) -> ModelInfo {
+        ModelInfo {
+            provider: provider.into(),
+            id: "glm-4.6".into(),
+            name: None,
+            base_url: Some("https://open.bigmodel.cn/api/paas/v4".into()),
+            reasoning: false,
+            input: None,
+            context_window: None,
+        }
+    }
+
+    /// Issue 24: `--explain` says when each excluded model comes back, and that the provider
+    /// stated it when it did. 2026-12-01T19:36:54Z is the reset of the issue's 1308 body.
+    #[test]
+    fn excluded_models_say_when_they_come_back() {
+        let now = 1_796_153_634_000; // 3 minutes before the reset
+        let reset = 1_796_153_814_000;
+        let mut h = Health::default();
+        for p in ["zai", "kimi"] {
+            h.apply(
+                &Delta::Failure {
+                    at: now,
+                    key: p.into(),
+                    scope: Scope::Provider,
+                    class: FailureClass::Quota,
+                    error: "429".into(),
+                },
+                1.0,
+            );
+        }
+        h.apply(
+            &Delta::Stated {
+                key: "zai".into(),
+                scope: Scope::Provider,
+                class: FailureClass::Quota,
+                reset: StatedReset {
+                    at_ms: reset,
+                    spread_ms: 2000,
+                    words: "2026-12-02 03:36:54 (China Standard Time, UTC+8)".into(),
+                },
+            },
+            1.0,
+        );
+        let pool = [model("zai"), model("kimi")];
+        let req = Request {
+            health: &h,
+            now_ms: now,
+            pool: &pool,
+            needs_images: false,
+            input_tokens: 10,
+            avoided_families: &[],
+            local_offset: Some(|_| Some(-5 * 3600)),
+            down_servers: &std::collections::BTreeMap::new(),
+        };
+        let zai = why_excluded(&pool[0], &req).expect("excluded");
+        assert_eq!(zai.code, "breaker_open");
+        assert_eq!(zai.remaining_ms, Some(182_000));
+        assert_eq!(zai.back_at_ms, Some(reset + 2000));
+        assert_eq!(zai.stated_reset_ms, Some(reset));
+        assert_eq!(
+            zai.reason,
+            "open provider breaker (quota), 3m02s left: back at 2026-12-01 14:36:56 -05:00 \
+             (2026-12-01 19:36:56 UTC) (zai stated its limit resets at 2026-12-01 14:36:54 \
+             -05:00 (2026-12-01 19:36:54 UTC))"
+        );
+        let kimi = why_excluded(&pool[1], &req).expect("excluded");
+        assert_eq!(kimi.stated_reset_ms, None);
+        assert_eq!(kimi.back_at_ms, Some(now + 30 * 60_000));
+        assert_eq!(
+            kimi.reason,
+            "open provider breaker (quota), 30m00s left: back at 2026-12-01 15:03:54 -05:00 \
+             (2026-12-01 20:03:54 UTC)"
+        );
+    }
+}
+
+#[cfg(test)]
+mod server_tests {
+    use super::*;
+    use crate::failover::classify::{FailureClass, Scope};
+    use crate::health::Delta;
+
+    /// Issue 24 item 7: two keys of Z.AI as two provider entries at one base URL. The first
+    /// one's endpoint breaker is open: the second is excluded with it, and says why.
+    #[test]
+    fn a_down_server_excludes_every_provider_entry_at_it() {
+        let at = |p: &str| ModelInfo {
+            provider: p.into(),
+            id: "glm-4.6".into(),
+            name: None,
+            base_url: Some("https://api.z.ai/api/coding/paas/v4".into()),
+            reasoning: false,
+            input: None,
+            context_window: None,
+        };
+        let pool = [at("zai"), at("zai-2")];
+        let mut h = Health::default();
+        h.apply(
+            &Delta::Failure {
+                at: 0,
+                key: Keys::of(&pool[0]).endpoint,
+                scope: Scope::Endpoint,
+                class: FailureClass::Endpoint,
+                error: "503".into(),
+            },
+            1.0,
+        );
+        let down = super::super::candidates::down_servers(&pool, &h, 1000);
+        let req = Request {
+            health: &h,
+            now_ms: 1000,
+            pool: &pool,
+            needs_images: false,
+            input_tokens: 10,
+            avoided_families: &[],
+            local_offset: None,
+            down_servers: &down,
+        };
+        assert_eq!(
+            why_excluded(&pool[0], &req).map(|x| x.code),
+            Some("breaker_open")
+        );
+        let second = why_excluded(&pool[1], &req).expect("excluded");
+        assert_eq!(second.code, "server_down");
+        assert_eq!(
+            second.reason,
+            "its base URL is down: open endpoint breaker zai@https://api.z.ai/api/coding/paas/v4, \
+             1m59s left: back at 1970-01-01 00:02:00 UTC"
+        );
+    }
 }

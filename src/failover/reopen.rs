@@ -5,9 +5,11 @@
 //! A model is usable again when every breaker of it (model, provider, endpoint) has cooled down
 //! and no other process holds its probe lease. Waiting (or retrying later) can help only when the
 //! breakers in the way are of a class that heals by itself: a rate limit, an outage of the
-//! endpoint, an unexplained failure, or another process's probe. An auth or quota failure needs a
-//! new key or a top-up, a content-policy refusal or an unknown model needs a different request:
-//! their cooldowns end, but the next request would fail the same way.
+//! endpoint, an unexplained failure, or another process's probe — or when the provider stated
+//! when its limit lifts (a quota window's reset): that breaker reopens then, whatever its class.
+//! An auth failure or an unstated quota needs a new key or a top-up, a content-policy refusal or
+//! an unknown model needs a different request: their cooldowns end, but the next request would
+//! fail the same way.
 
 use crate::catalog::ModelInfo;
 use crate::failover::classify::{FailureClass, Scope};
@@ -37,6 +39,8 @@ pub struct Blocker {
     pub key: String,
     /// The class of its last failure; `None` for a probe lease held elsewhere.
     pub class: Option<FailureClass>,
+    /// The reset the provider stated for this cooldown (unix ms), if it stated one.
+    pub stated_at: Option<u64>,
 }
 
 impl Blocker {
@@ -78,6 +82,7 @@ pub fn availability(
         let target = crate::health::ProbeTarget::new(scope, key);
         let mut until = None;
         let mut class = None;
+        let stated_at = record.stated_reset_at(now_ms);
         if record.cooling(now_ms) {
             until = record.cooldown_until;
             class = Some(
@@ -93,6 +98,7 @@ pub fn availability(
         let Some(until) = until else { continue };
         if let Some(c) = class
             && !heals_by_itself(c)
+            && stated_at.is_none()
         {
             transient = false;
         }
@@ -103,6 +109,7 @@ pub fn availability(
                     scope,
                     key: key.to_string(),
                     class,
+                    stated_at,
                 },
             ));
         }
@@ -210,7 +217,8 @@ mod tests {
                 what: Blocker {
                     scope: Scope::Provider,
                     key: "a".into(),
-                    class: Some(FailureClass::RateLimit)
+                    class: Some(FailureClass::RateLimit),
+                    stated_at: None,
                 }
             }
         );
@@ -230,6 +238,45 @@ mod tests {
             },
         );
         assert_eq!(availability(&a, &h, 1000, &[]), Availability::Disabled);
+    }
+
+    /// Issue 24: a quota breaker whose reset was stated heals by itself at that time.
+    #[test]
+    fn a_stated_quota_reset_is_transient() {
+        let a = model("a", "m");
+        let mut h = Health::default();
+        fail(&mut h, 0, "a", Scope::Provider, FailureClass::Quota);
+        h.apply(
+            &Delta::Stated {
+                key: "a".into(),
+                scope: Scope::Provider,
+                class: FailureClass::Quota,
+                reset: crate::health::StatedReset {
+                    at_ms: 180_000,
+                    spread_ms: 500,
+                    words: "reset at …".into(),
+                },
+            },
+            1.0,
+        );
+        assert_eq!(
+            availability(&a, &h, 1000, &[]),
+            Availability::Later {
+                at_ms: 180_500,
+                transient: true,
+                what: Blocker {
+                    scope: Scope::Provider,
+                    key: "a".into(),
+                    class: Some(FailureClass::Quota),
+                    stated_at: Some(180_000),
+                }
+            }
+        );
+        let (at, _, _) = earliest_transient([&a], &h, 1000, &[]).expect("it heals");
+        assert_eq!(at, 180_500);
+        // An auth breaker beside it still does not heal by itself.
+        fail(&mut h, 0, "a/m", Scope::Model, FailureClass::Auth);
+        assert!(earliest_transient([&a], &h, 1000, &[]).is_none());
     }
 
     #[test]

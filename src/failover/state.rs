@@ -47,6 +47,13 @@ pub struct Options {
     pub thinking: Option<String>,
     /// Prefix of this run's command ids (unique per run on a shared Pi).
     pub id_prefix: String,
+    /// The machine's offset from UTC, to word a stated reset for people (local time and UTC);
+    /// `None`: UTC only. Nothing is decided by it.
+    pub local_offset: Option<crate::timefmt::LocalOffset>,
+    /// Spreads this run's restart after waiting for a stated reset over a few seconds, so the
+    /// jobs of a batch that waited for one window do not all start at its reset second: any
+    /// value, different per job.
+    pub spread_seed: u64,
     /// `--explain`: stop before the first request and describe what would happen.
     pub explain: bool,
     /// The run's (or job's) deadline: waiting for a breaker never goes past it.
@@ -309,6 +316,8 @@ pub(super) enum Phase {
     Waiting {
         mode: Redispatch,
         until: Instant,
+        /// Waiting for a stated reset: not before this (the run's place in the spread).
+        not_before: Option<Instant>,
     },
     Done,
 }

@@ -9,6 +9,24 @@ const HOUR: u64 = 60 * MIN;
 /// Half-open probe lease: how long one process may hold the right to probe a cooled provider.
 pub const PROBE_LEASE_MS: u64 = 2 * MIN;
 
+/// The most a stated reset is moved later before its breaker reopens ([`stated_spread_ms`]).
+pub const STATED_SPREAD_MAX_MS: u64 = 3000;
+
+/// How much later than a provider's stated reset `at_ms` the breaker `key` reopens: 0 to
+/// [`STATED_SPREAD_MAX_MS`], the same for every run that reads the same statement (so runs on
+/// many machines agree on one reopening and one probe), different from one breaker and one
+/// reset to the next. A probe that lands a moment after the reset does not meet a provider
+/// whose clock is a second behind ours, and breakers of several keys do not reopen together.
+pub fn stated_spread_ms(key: &str, at_ms: u64) -> u64 {
+    // FNV-1a over the key and the instant: stable across builds and platforms.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.bytes().chain(at_ms.to_le_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h % (STATED_SPREAD_MAX_MS + 1)
+}
+
 /// (initial cooldown, cap) for a class; `None` when the class opens no breaker.
 pub fn cooldown_base_and_cap(class: FailureClass) -> Option<(u64, u64)> {
     match class {
@@ -61,6 +79,21 @@ mod tests {
         assert_eq!(c(FailureClass::Unknown, 2), 4 * MIN);
         assert_eq!(cooldown_ms(FailureClass::ContextOverflow, 1, 1.0), None);
         assert_eq!(cooldown_ms(FailureClass::UserAbort, 1, 1.0), None);
+    }
+
+    #[test]
+    fn stated_spreads_are_stable_bounded_and_differ_per_key() {
+        let a = stated_spread_ms("zai", 1_796_153_814_000);
+        assert_eq!(
+            a,
+            stated_spread_ms("zai", 1_796_153_814_000),
+            "the same for every run"
+        );
+        let spreads: std::collections::BTreeSet<u64> = (0..200)
+            .map(|i| stated_spread_ms(&format!("p{i}"), 1_796_153_814_000))
+            .collect();
+        assert!(spreads.iter().all(|s| *s <= STATED_SPREAD_MAX_MS));
+        assert!(spreads.len() > 150, "spread out: {}", spreads.len());
     }
 
     #[test]

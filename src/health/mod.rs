@@ -15,6 +15,18 @@ use crate::catalog::ModelInfo;
 pub use class::{FailureClass, Scope};
 use cooldown::{PROBE_LEASE_MS, cooldown_ms};
 
+/// When a provider said its limit lifts, as a breaker keeps it ([`Delta::Stated`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatedReset {
+    /// The instant the provider stated (unix ms).
+    pub at_ms: u64,
+    /// Added to it before the breaker reopens ([`cooldown::stated_spread_ms`]): probes of many
+    /// runs do not all land on the provider's reset second, nor before its clock gets there.
+    pub spread_ms: u64,
+    /// The words it was stated in (redacted, short), for `--status`.
+    pub words: String,
+}
+
 /// Most recent switches kept in the shared state.
 pub const SWITCH_LOG_LEN: usize = 20;
 /// Most breaker records one store keeps per scope (models, providers, endpoints): bounds the
@@ -36,6 +48,15 @@ pub struct Record {
     /// Redacted and length-capped before it gets here.
     pub last_error: Option<String>,
     pub disabled: bool,
+    /// When the provider said the limit behind the current cooldown lifts (unix ms): the
+    /// cooldown ends then, plus a spread of a few seconds ([`Delta::Stated`]). `None` while the
+    /// cooldown is our own (SPEC's table). Absent from files written before it existed (and
+    /// left out when `None`, so such records are written as before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stated_reset: Option<u64>,
+    /// The provider's words that stated it, quoted, and how they were read (redacted, short).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stated_words: Option<String>,
 }
 
 impl Record {
@@ -50,6 +71,12 @@ impl Record {
 
     pub fn leased(&self, now_ms: u64) -> bool {
         self.lease_until.is_some_and(|t| t > now_ms)
+    }
+
+    /// The reset the provider stated for the cooldown still running at `now_ms`, if it stated
+    /// one: the breaker reopens by itself then, whatever its class.
+    pub fn stated_reset_at(&self, now_ms: u64) -> Option<u64> {
+        self.stated_reset.filter(|_| self.cooling(now_ms))
     }
 
     fn fail(&mut self, at: u64, class: FailureClass, error: &str, scale: f64) {
@@ -68,6 +95,29 @@ impl Record {
         if let Some(ms) = cooldown_ms(class, self.consecutive_failures, scale) {
             let until = at.saturating_add(ms);
             self.cooldown_until = Some(self.cooldown_until.map_or(until, |t| t.max(until)));
+            // A new cooldown of our own: what was stated for the last one no longer holds.
+            self.stated_reset = None;
+            self.stated_words = None;
+        }
+    }
+
+    /// The failure just recorded stated when its limit lifts. A quota breaker stays open until
+    /// then (plus the spread) — longer or shorter than our own guess, the provider knows its
+    /// window; any other class (a rate limit) at least that long. A later reset already stated
+    /// for this cooldown (another run's, or a request in flight before it) is kept.
+    fn stated(&mut self, class: FailureClass, reset: &StatedReset) {
+        let until = reset.at_ms.saturating_add(reset.spread_ms);
+        if self.stated_reset.is_some() && self.cooldown_until.is_some_and(|t| t >= until) {
+            return;
+        }
+        let decides = match class {
+            FailureClass::Quota => true,
+            _ => self.cooldown_until.is_none_or(|t| t <= until),
+        };
+        if decides {
+            self.cooldown_until = Some(until);
+            self.stated_reset = Some(reset.at_ms);
+            self.stated_words = Some(reset.words.clone());
         }
     }
 
@@ -77,6 +127,8 @@ impl Record {
         self.last_success_at = Some(self.last_success_at.map_or(at, |t| t.max(at)));
         self.cooldown_until = None;
         self.lease_until = None;
+        self.stated_reset = None;
+        self.stated_words = None;
     }
 }
 
@@ -201,6 +253,14 @@ pub enum Delta {
         at: u64,
         keys: Keys,
     },
+    /// The failure just recorded on this breaker (the [`Delta::Failure`] before it) stated when
+    /// its limit lifts: the breaker's cooldown follows it (see `Record::stated`).
+    Stated {
+        key: String,
+        scope: Scope,
+        class: FailureClass,
+        reset: StatedReset,
+    },
     Switch(SwitchEntry),
     /// Probe lease taken on a breaker whose cooldown has expired.
     Lease {
@@ -254,6 +314,16 @@ impl Health {
                     map.entry(key.clone())
                         .or_default()
                         .fail(*at, *class, error, cooldown_scale);
+                }
+            }
+            Delta::Stated {
+                key,
+                scope,
+                class,
+                reset,
+            } => {
+                if let Some(map) = self.records_mut(*scope) {
+                    map.entry(key.clone()).or_default().stated(*class, reset);
                 }
             }
             Delta::Success { at, keys } => {
@@ -582,6 +652,141 @@ mod tests {
             h.needs_probe(&m, after + 1, std::slice::from_ref(&target)),
             None
         );
+    }
+
+    fn failure(at: u64, key: &str, class: FailureClass) -> Delta {
+        Delta::Failure {
+            at,
+            key: key.into(),
+            scope: Scope::Provider,
+            class,
+            error: "429".into(),
+        }
+    }
+
+    fn stated(key: &str, class: FailureClass, at_ms: u64, spread_ms: u64) -> Delta {
+        Delta::Stated {
+            key: key.into(),
+            scope: Scope::Provider,
+            class,
+            reset: StatedReset {
+                at_ms,
+                spread_ms,
+                words: "resets at …".into(),
+            },
+        }
+    }
+
+    /// Issue 24: a quota window that states its reset keeps the provider breaker open until
+    /// then plus the spread — not SPEC's 30 minutes — and then the usual single probe; a probe
+    /// that fails and states the next reset follows it, without doubling.
+    #[test]
+    fn a_stated_quota_reset_is_the_cooldown_then_one_probe() {
+        let a = model("a", "m1", "http://h/a");
+        let mut h = Health::default();
+        let t0 = 1_000_000;
+        h.apply(&failure(t0, "a", FailureClass::Quota), 1.0);
+        h.apply(&stated("a", FailureClass::Quota, t0 + 180_000, 1234), 1.0);
+        let r = &h.providers["a"];
+        assert_eq!(r.cooldown_until, Some(t0 + 181_234));
+        assert_eq!(r.stated_reset, Some(t0 + 180_000));
+        assert_eq!(r.stated_reset_at(t0 + 1), Some(t0 + 180_000));
+        assert_eq!(r.stated_words.as_deref(), Some("resets at …"));
+        assert_eq!(
+            h.blocked(&a, t0 + 181_233, &[]),
+            Some(Block::Cooling(Scope::Provider))
+        );
+        assert_eq!(h.blocked(&a, t0 + 181_234, &[]), None);
+        assert_eq!(h.providers["a"].stated_reset_at(t0 + 181_234), None);
+        let probe = h.needs_probe(&a, t0 + 181_234, &[]).expect("half-open");
+        assert_eq!(probe.to_string(), "provider:a");
+        // The probe meets the next window (5 hours on): that, not 60 minutes.
+        let t1 = t0 + 182_000;
+        h.apply(&failure(t1, "a", FailureClass::Quota), 1.0);
+        h.apply(
+            &stated("a", FailureClass::Quota, t1 + 5 * 3_600_000, 0),
+            1.0,
+        );
+        let r = &h.providers["a"];
+        assert_eq!(r.consecutive_failures, 2);
+        assert_eq!(r.cooldown_until, Some(t1 + 5 * 3_600_000));
+        // A success closes it and forgets the statement.
+        h.apply(
+            &Delta::Success {
+                at: t1 + 6 * 3_600_000,
+                keys: Keys::of(&a),
+            },
+            1.0,
+        );
+        let r = &h.providers["a"];
+        assert_eq!(
+            (r.cooldown_until, r.stated_reset, r.stated_words.as_deref()),
+            (None, None, None)
+        );
+    }
+
+    /// A request in flight before the breaker opened fails too: with an earlier statement (or
+    /// none) it does not shorten a stated cooldown; with a later one it lengthens it.
+    #[test]
+    fn the_latest_statement_of_one_outage_holds() {
+        let mut h = Health::default();
+        let t0 = 1_000_000;
+        h.apply(&failure(t0, "a", FailureClass::Quota), 1.0);
+        h.apply(&stated("a", FailureClass::Quota, t0 + 600_000, 0), 1.0);
+        h.apply(&failure(t0 + 10, "a", FailureClass::Quota), 1.0);
+        h.apply(&stated("a", FailureClass::Quota, t0 + 60_000, 0), 1.0);
+        assert_eq!(h.providers["a"].cooldown_until, Some(t0 + 600_000));
+        h.apply(&failure(t0 + 20, "a", FailureClass::Quota), 1.0);
+        assert_eq!(h.providers["a"].cooldown_until, Some(t0 + 600_000));
+        assert_eq!(h.providers["a"].stated_reset, Some(t0 + 600_000));
+        h.apply(&stated("a", FailureClass::Quota, t0 + 900_000, 0), 1.0);
+        assert_eq!(h.providers["a"].cooldown_until, Some(t0 + 900_000));
+        assert_eq!(h.providers["a"].consecutive_failures, 1, "one outage");
+        // An unstated failure after the cooldown: our own cooldown again, nothing stated.
+        h.apply(&failure(t0 + 900_001, "a", FailureClass::Quota), 1.0);
+        let r = &h.providers["a"];
+        assert_eq!(r.cooldown_until, Some(t0 + 900_001 + 60 * 60_000));
+        assert_eq!((r.stated_reset, r.stated_words.as_deref()), (None, None));
+    }
+
+    /// A rate limit's stated delay is the least cooldown: a shorter one leaves SPEC's 5 minutes
+    /// (and nothing stated), a longer one decides.
+    #[test]
+    fn a_stated_rate_limit_delay_is_the_least_cooldown() {
+        let mut h = Health::default();
+        let t0 = 1_000_000;
+        h.apply(&failure(t0, "a", FailureClass::RateLimit), 1.0);
+        h.apply(&stated("a", FailureClass::RateLimit, t0 + 1000, 7), 1.0);
+        let r = &h.providers["a"];
+        assert_eq!(r.cooldown_until, Some(t0 + 300_000));
+        assert_eq!(r.stated_reset, None);
+        h.apply(&failure(t0, "b", FailureClass::RateLimit), 1.0);
+        h.apply(
+            &stated("b", FailureClass::RateLimit, t0 + 1_230_000, 7),
+            1.0,
+        );
+        let r = &h.providers["b"];
+        assert_eq!(r.cooldown_until, Some(t0 + 1_230_007));
+        assert_eq!(r.stated_reset, Some(t0 + 1_230_000));
+    }
+
+    /// State files written before issue 24 read as before, and records without a statement
+    /// are written as before (no new keys).
+    #[test]
+    fn records_without_a_statement_keep_their_old_shape() {
+        let old = r#"{"consecutive_failures":1,"cooldown_until":5,"last_class":"quota"}"#;
+        let r: Record = serde_json::from_str(old).unwrap();
+        assert_eq!((r.stated_reset, r.stated_words.as_deref()), (None, None));
+        let written = serde_json::to_value(&r).unwrap();
+        assert!(written.get("stated_reset").is_none(), "{written}");
+        assert!(written.get("stated_words").is_none(), "{written}");
+        let stated = Record {
+            stated_reset: Some(9),
+            stated_words: Some("w".into()),
+            ..r
+        };
+        let back: Record = serde_json::from_str(&serde_json::to_string(&stated).unwrap()).unwrap();
+        assert_eq!(back, stated);
     }
 
     #[test]

@@ -899,6 +899,15 @@ impl Worker {
                     error,
                     ..
                 } => format!("fail {} {key} ({class}): {error}", scope.as_str()),
+                Delta::Stated {
+                    key, scope, reset, ..
+                } => format!(
+                    "stated {} {key}: reopens at {} (+{} ms spread): {}",
+                    scope.as_str(),
+                    crate::timefmt::iso_utc(reset.at_ms),
+                    reset.spread_ms,
+                    reset.words
+                ),
                 Delta::Switch(e) => format!("switch {} -> {} ({})", e.from, e.to, e.reason),
                 Delta::Success { .. }
                 | Delta::Lease { .. }

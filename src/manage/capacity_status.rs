@@ -121,6 +121,7 @@ mod tests {
             at: 1,
             slot: "b".into(),
             limits,
+            pause_ms: 0,
         });
         let records = BTreeMap::from([("zhipu".to_string(), r)]);
         let caps = BTreeMap::from([("dashscope".to_string(), 2)]);

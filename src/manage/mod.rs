@@ -141,7 +141,8 @@ pub async fn run(
                 }
                 format!("{v}\n")
             } else {
-                status_table(&rows, &loaded.health) + &capacity_status::capacity_table(&capacity)
+                status_table(&rows, &loaded.health, Some(clock::local_offset))
+                    + &capacity_status::capacity_table(&capacity)
             };
             write_out(console, &text)
         }
@@ -290,7 +291,7 @@ mod tests {
         assert_eq!(rows[0].last_class.as_deref(), Some("quota"));
         assert_eq!(rows[1].state, "disabled");
         assert_eq!(rows[2].state, "healthy");
-        let table = status_table(&rows, &h);
+        let table = status_table(&rows, &h, None);
         assert!(table.contains("a/m1"), "{table}");
         assert!(table.contains("29m00s"), "{table}");
         assert!(

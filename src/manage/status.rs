@@ -8,7 +8,9 @@ use serde_json::{Value, json};
 
 use crate::catalog::ModelInfo;
 use crate::failover::reopen::human_ms;
+use crate::health::cooldown::STATED_SPREAD_MAX_MS;
 use crate::health::{Block, Health, Keys, Record};
+use crate::timefmt::{LocalOffset, iso_utc_seconds, local_and_utc};
 
 /// One model's line in `--status`.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,6 +24,27 @@ pub struct ModelStatus {
     pub last_class: Option<String>,
     pub last_error: Option<String>,
     pub available: bool,
+    /// While cooling: when the last of its open breakers reopens (unix ms).
+    pub reopens_at_ms: Option<u64>,
+    /// An open breaker of the model whose provider stated when its limit lifts.
+    pub stated: Option<StatedStatus>,
+}
+
+/// A breaker open until the reset its provider stated (issue 24).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatedStatus {
+    /// `provider`, `endpoint` or `model`.
+    pub breaker: &'static str,
+    /// The breaker's key (cleaned for display).
+    pub key: String,
+    /// The reset the provider stated (unix ms).
+    pub at_ms: u64,
+    /// When the breaker reopens: the reset plus its spread (unix ms).
+    pub reopens_at_ms: u64,
+    /// How long from the status's time until then.
+    pub reopens_in_ms: u64,
+    /// The provider's words in quotes, and how they were read (redacted, cleaned for display).
+    pub words: String,
 }
 
 /// The status of every model Pi lists, plus models only the store knows.
@@ -58,6 +81,27 @@ fn status_of(m: &ModelInfo, available: bool, health: &Health, now_ms: u64) -> Mo
         health.providers.get(&keys.provider),
         health.endpoints.get(&keys.endpoint),
     ];
+    // The stated breaker that stays open longest, if any.
+    let stated = [
+        ("model", &keys.model, recs[0]),
+        ("provider", &keys.provider, recs[1]),
+        ("endpoint", &keys.endpoint, recs[2]),
+    ]
+    .into_iter()
+    .filter_map(|(breaker, key, r)| {
+        let r = r?;
+        let at_ms = r.stated_reset_at(now_ms)?;
+        let reopens_at_ms = r.cooldown_until.unwrap_or(at_ms);
+        Some(StatedStatus {
+            breaker,
+            key: crate::redact::printable(key),
+            at_ms,
+            reopens_at_ms,
+            reopens_in_ms: reopens_at_ms.saturating_sub(now_ms),
+            words: crate::redact::redact_capped(r.stated_words.as_deref().unwrap_or(""), 120),
+        })
+    })
+    .max_by_key(|s| s.reopens_at_ms);
     let remaining_ms = recs
         .iter()
         .flatten()
@@ -95,6 +139,8 @@ fn status_of(m: &ModelInfo, available: bool, health: &Health, now_ms: u64) -> Mo
             .and_then(|r| r.last_error.as_deref())
             .map(|e| crate::redact::redact_capped(e, 300)),
         available,
+        reopens_at_ms: (state == "cooling").then(|| now_ms.saturating_add(remaining_ms)),
+        stated: stated.filter(|_| state == "cooling"),
     }
 }
 
@@ -109,8 +155,9 @@ const HEADERS: [&str; 8] = [
     "LAST FAILURE",
 ];
 
-/// The `--status` table.
-pub fn status_table(rows: &[ModelStatus], health: &Health) -> String {
+/// The `--status` table, then the breakers open until a reset their provider stated (times in
+/// the `local` zone and UTC).
+pub fn status_table(rows: &[ModelStatus], health: &Health, local: Option<LocalOffset>) -> String {
     let label = |r: &ModelStatus| {
         if r.available {
             r.key.clone()
@@ -164,6 +211,29 @@ pub fn status_table(rows: &[ModelStatus], health: &Health) -> String {
         health.switches,
         health.skipped_starts
     ));
+    let mut seen = HashSet::new();
+    let stated: Vec<&StatedStatus> = rows
+        .iter()
+        .filter_map(|r| r.stated.as_ref())
+        .filter(|s| seen.insert((s.breaker, s.key.clone())))
+        .collect();
+    if !stated.is_empty() {
+        out.push_str(&format!(
+            "\nstated resets (the provider said when its limit lifts; the breaker stays open \
+             until then, plus up to {} s):\n",
+            STATED_SPREAD_MAX_MS / 1000
+        ));
+        for s in stated {
+            out.push_str(&format!(
+                "  {} {}: resets at {}, reopens in {}; stated as {}\n",
+                s.breaker,
+                s.key,
+                local_and_utc(s.at_ms, local),
+                human_ms(s.reopens_in_ms),
+                s.words
+            ));
+        }
+    }
     out
 }
 
@@ -183,6 +253,16 @@ pub fn status_json(rows: &[ModelStatus], health: &Health) -> Value {
             // cooling, disabled or being probed by another run).
             "listed": r.available,
             "available": r.available && matches!(r.state, "healthy" | "half-open"),
+            "reopens_at_ms": r.reopens_at_ms,
+            // The provider said when its limit lifts (issue 24): the breaker is open until then.
+            "stated_reset": r.stated.as_ref().map(|s| json!({
+                "breaker": s.breaker,
+                "key": s.key,
+                "at_ms": s.at_ms,
+                "at": iso_utc_seconds(s.at_ms),
+                "reopens_at_ms": s.reopens_at_ms,
+                "stated_as": s.words,
+            })),
         })).collect::<Vec<_>>(),
         "healthy": count("healthy"),
         "cooling": count("cooling"),
@@ -228,7 +308,7 @@ mod tests {
             reason: "quota\r".into(),
         });
         let rows = statuses(&[], &h, 10);
-        let table = status_table(&rows, &h);
+        let table = status_table(&rows, &h, None);
         let json = status_json(&rows, &h).to_string();
         for text in [&table, &json] {
             assert!(!text.contains('\u{1b}') && !text.contains('\r'), "{text:?}");
@@ -265,8 +345,74 @@ mod tests {
         let rows = statuses(&[], &h, 1);
         assert_eq!(rows.len(), 200_000);
         assert!(rows.iter().all(|r| !r.available));
-        let table = status_table(&rows[..3], &h);
+        let table = status_table(&rows[..3], &h, None);
         assert!(table.starts_with("MODEL"), "{table}");
+    }
+
+    /// Issue 24: a breaker open until its provider's stated reset shows that reset (local time
+    /// and UTC), the reopening and the provider's words; JSON has them as fields.
+    #[test]
+    fn stated_resets_are_shown_with_the_providers_words() {
+        let now = 1_796_153_634_000;
+        let reset = 1_796_153_814_000; // 2026-12-01T19:36:54Z
+        let mut h = Health::default();
+        h.apply(
+            &Delta::Failure {
+                at: now,
+                key: "zai".into(),
+                scope: Scope::Provider,
+                class: FailureClass::Quota,
+                error: "429: 1308".into(),
+            },
+            1.0,
+        );
+        h.apply(
+            &Delta::Stated {
+                key: "zai".into(),
+                scope: Scope::Provider,
+                class: FailureClass::Quota,
+                reset: crate::health::StatedReset {
+                    at_ms: reset,
+                    spread_ms: 2000,
+                    words: "\"2026-12-02 03:36:54\", read as China Standard Time (UTC+8)".into(),
+                },
+            },
+            1.0,
+        );
+        let m = |id: &str| ModelInfo {
+            provider: "zai".into(),
+            id: id.into(),
+            name: None,
+            base_url: None,
+            reasoning: false,
+            input: None,
+            context_window: None,
+        };
+        let rows = statuses(&[m("glm-4.6"), m("glm-4.5")], &h, now);
+        let table = status_table(&rows, &h, Some(|_| Some(-5 * 3600)));
+        assert!(
+            table.ends_with(
+                "\nstated resets (the provider said when its limit lifts; the breaker stays \
+                 open until then, plus up to 3 s):\n  provider zai: resets at 2026-12-01 \
+                 14:36:54 -05:00 (2026-12-01 19:36:54 UTC), reopens in 3m02s; stated as \
+                 \"2026-12-02 03:36:54\", read as China Standard Time (UTC+8)\n"
+            ),
+            "one line per breaker, not per model:\n{table}"
+        );
+        let j = status_json(&rows, &h);
+        let first = &j["models"][0];
+        assert_eq!(first["cooldown_remaining_ms"], 182_000);
+        assert_eq!(first["reopens_at_ms"], reset + 2000);
+        assert_eq!(
+            first["stated_reset"],
+            json!({"breaker": "provider", "key": "zai", "at_ms": reset,
+                   "at": "2026-12-01T19:36:54Z", "reopens_at_ms": reset + 2000,
+                   "stated_as": "\"2026-12-02 03:36:54\", read as China Standard Time (UTC+8)"})
+        );
+        // Once it reopened: no statement, no reopening time.
+        let later = status_json(&statuses(&[m("glm-4.6")], &h, reset + 2000), &h);
+        assert_eq!(later["models"][0]["stated_reset"], Value::Null);
+        assert_eq!(later["models"][0]["reopens_at_ms"], Value::Null);
     }
 
     #[test]
@@ -291,7 +437,7 @@ mod tests {
             input: None,
             context_window: None,
         };
-        let table = status_table(&statuses(&[m], &h, 60_000), &h);
+        let table = status_table(&statuses(&[m], &h, 60_000), &h, None);
         let header = table.lines().next().unwrap();
         for name in HEADERS {
             assert!(header.contains(name), "{header}");

@@ -22,6 +22,7 @@ mod layout;
 mod model_selection;
 mod npm;
 mod pi_faults;
+mod quota;
 mod rig;
 mod runner;
 mod security;

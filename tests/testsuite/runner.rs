@@ -276,6 +276,7 @@ fn json_schema_is_pinned() {
         [
             "answer",
             "attempts",
+            "capacity_wait_ms",
             "elapsed_ms",
             "error",
             "exit_code",
@@ -309,6 +310,7 @@ fn json_schema_is_pinned() {
         assert_eq!(
             keys,
             [
+                "capacity_signal",
                 "class",
                 "duration_ms",
                 "error",
@@ -320,6 +322,8 @@ fn json_schema_is_pinned() {
             ]
         );
     }
+    assert_eq!(v["capacity_wait_ms"], 0, "its providers had room");
+    assert_eq!(attempts[0]["capacity_signal"], false);
     assert_eq!(attempts[0]["model"], "fake-a/alpha-1");
     assert_eq!(attempts[0]["class"], "quota");
     assert_eq!(attempts[0]["scope"], "provider");

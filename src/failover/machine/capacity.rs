@@ -12,7 +12,7 @@ use super::slot::Ending;
 use super::timers::Timer;
 use super::{Action, Attempt, Machine, Note, Phase, Redispatch, SwitchReason};
 use crate::capacity::ops::{CapacityOp, CapacityReply};
-use crate::capacity::{Outcome as Decided, Verdict};
+use crate::capacity::{MAX_PAUSE_MS, Outcome as Decided, Verdict};
 use crate::catalog::ModelInfo;
 use crate::clock::Now;
 use crate::failover::candidates;
@@ -224,6 +224,7 @@ impl Machine {
         verdict: &Classification,
         error: &str,
     ) {
+        self.slot.set_pause(stated_pause_ms(error, now.wall_ms));
         let error = crate::redact::redact_capped(error, 300);
         self.note(
             Note::Detail,
@@ -244,11 +245,20 @@ impl Machine {
         });
     }
 
-    /// A rate limit on a provider this run holds a slot on is a capacity signal.
-    pub(super) fn is_capacity_signal(&self, model: &ModelInfo, verdict: &Classification) -> bool {
+    /// A rate limit on a provider this run holds a slot on is a capacity signal — unless the
+    /// provider said to wait longer than a capacity pause lasts: that is a rate limit with a
+    /// stated reset (its breaker stays open until then).
+    pub(super) fn is_capacity_signal(
+        &self,
+        now: Now,
+        model: &ModelInfo,
+        verdict: &Classification,
+        error: &str,
+    ) -> bool {
         verdict.class == FailureClass::RateLimit
             && self.slot.enabled()
             && self.slot.held() == Some(model.provider.as_str())
+            && stated_pause_ms(error, now.wall_ms) <= MAX_PAUSE_MS
     }
 
     /// Carries out [`super::Plan::SlowDown`]: stores the refusal and waits for its verdict.
@@ -269,7 +279,11 @@ impl Machine {
             matched: String::new(),
         });
         self.timers.stop(Timer::SlotRenew);
-        let Some((provider, delta)) = self.slot.give_back(Ending::Refused, now.wall_ms) else {
+        let pause_ms = self.slot.take_pause();
+        let Some((provider, delta)) = self
+            .slot
+            .give_back(Ending::Refused { pause_ms }, now.wall_ms)
+        else {
             // No slot after all: an ordinary rate limit.
             return self.as_rate_limit(now, model, mode, verdict, &error);
         };
@@ -430,4 +444,11 @@ impl Machine {
             self.timers.set(Timer::SlotRenew, now.instant + SLOT_RENEW);
         }
     }
+}
+
+/// How long the provider said to wait before sending again (0: it did not say), read from the
+/// failure's whole text as Pi gave it.
+fn stated_pause_ms(error: &str, now_ms: u64) -> u64 {
+    crate::failover::stated::stated_reset(error, now_ms)
+        .map_or(0, |s| s.at_ms.saturating_sub(now_ms))
 }

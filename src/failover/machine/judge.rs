@@ -14,10 +14,20 @@ use crate::clock::Now;
 use crate::failover::candidates::{self, Filter};
 use crate::failover::classify::{Classification, FailureClass, Scope};
 use crate::failover::ending::{Exhaustion, Fatal};
-use crate::failover::reopen::{self, Availability, RetryHint, human_ms};
-use crate::health::{Delta, Keys};
+use crate::failover::reopen::{self, Availability, Blocker, RetryHint, human_ms};
+use crate::failover::stated::{self, Stated};
+use crate::health::cooldown::stated_spread_ms;
+use crate::health::{Delta, Keys, StatedReset};
+use crate::timefmt::local_and_utc;
 
 const WAIT_POLL_MS: u64 = WAIT_POLL.as_millis() as u64;
+
+/// The jobs that waited for one stated reset start again spread over this long after it
+/// (each at its own place, from `Options::spread_seed`), not all at the reset second.
+pub(super) const RESTART_SPREAD_MS: u64 = 5000;
+
+/// The longest quote of a provider's statement kept with its breaker.
+const STATED_WORDS_MAX: usize = 120;
 
 impl Machine {
     /// Records a failure and decides what comes next. Pure decision plus health deltas.
@@ -28,7 +38,7 @@ impl Machine {
         verdict: Classification,
         error: &str,
     ) -> Plan {
-        if self.is_capacity_signal(current, &verdict) {
+        if self.is_capacity_signal(now, current, &verdict, error) {
             self.capacity_signal(now, current, &verdict, error);
             return Plan::SlowDown;
         }
@@ -114,6 +124,9 @@ impl Machine {
     ) {
         let keys = Keys::of(model);
         self.round.mark_tried(keys.model.clone());
+        self.round.failed(verdict.class, candidates::server(model));
+        // The breaker reads the whole text (for a stated reset); what is shown is cut.
+        let raw = error;
         // Printed and stored error text is redacted and cut to a few hundred characters.
         let error = crate::redact::redact_capped(error, 300);
         self.note(
@@ -138,7 +151,7 @@ impl Machine {
             usage: self.attempt.close(),
             capacity_signal: false,
         });
-        self.open_breaker(now, model, &keys, class, scope, error);
+        self.open_breaker(now, model, &keys, class, scope, raw.to_string());
         // The probe is over whatever it proved: a lease this run holds on one of the model's
         // breakers goes back, so another run need not wait out the lease's expiry. Only after
         // the failure: each delta is its own commit, and a lease released first would let
@@ -159,6 +172,10 @@ impl Machine {
         scope: Scope,
         error: String,
     ) {
+        // `error` is the failure's text as Pi gave it: the breaker keeps it redacted and cut,
+        // and a quota or rate limit that states when it lifts (read from the whole text)
+        // keeps its breaker open until then.
+        let raw = error.as_str();
         match class {
             FailureClass::UserAbort => return,
             FailureClass::ContextOverflow => {
@@ -184,14 +201,37 @@ impl Machine {
             key: key.clone(),
             scope,
             class,
-            error,
+            error: crate::redact::redact_capped(raw, 300),
         });
+        let stated = matches!(class, FailureClass::Quota | FailureClass::RateLimit)
+            .then(|| stated::stated_reset(raw, now.wall_ms))
+            .flatten();
+        if let Some(s) = stated {
+            self.record(Delta::Stated {
+                key: key.clone(),
+                scope,
+                class,
+                reset: StatedReset {
+                    at_ms: s.at_ms,
+                    spread_ms: stated_spread_ms(&key, s.at_ms),
+                    words: stated_words(&s),
+                },
+            });
+        }
         if !was_open && self.shared.breaker_open(scope, &key, now.wall_ms) {
             let left = self.shared.cooldown_left(scope, &key, now.wall_ms);
+            let why = match self.shared.stated_reset(scope, &key, now.wall_ms) {
+                Some(at) => format!(
+                    " ({} stated its limit resets at {})",
+                    model.provider,
+                    local_and_utc(at, self.opts.local_offset)
+                ),
+                None => String::new(),
+            };
             self.note(
                 Note::Breaker,
                 format!(
-                    "breaker open: {} {key} ({class}) for {}",
+                    "breaker open: {} {key} ({class}) for {}{why}",
                     scope.as_str(),
                     human_ms(left)
                 ),
@@ -209,6 +249,8 @@ impl Machine {
         Filter {
             tried: self.round.tried(),
             isolated_endpoints: self.round.isolated(),
+            isolated_servers: self.round.isolated_servers(),
+            same_server_first: self.round.key_failed(),
             avoided_families: self.request.avoided_families(),
             needs_images: self.request.needs_images(),
             larger_context_than: self.request.larger_context_than(),
@@ -261,7 +303,10 @@ impl Machine {
     }
 
     /// Every candidate is blocked: when waiting is allowed and a breaker that heals by itself
-    /// reopens before the deadline, wait for it (one status line) instead of giving up.
+    /// (or reopens at a reset its provider stated) reopens before the deadline, wait for it
+    /// (one status line) instead of giving up. After a stated reset the run starts again at
+    /// its own place in a spread of [`RESTART_SPREAD_MS`], so the jobs that waited for one
+    /// window do not all start at once.
     fn try_wait(&mut self, now: Now, mode: Redispatch) -> bool {
         if !self.cfg.wait || self.interrupted {
             return false;
@@ -270,7 +315,7 @@ impl Machine {
             return false;
         };
         let models = self.static_candidates();
-        let mut best: Option<(u64, String, String)> = None;
+        let mut best: Option<(u64, &ModelInfo, Blocker)> = None;
         for m in &models {
             if let Availability::Later {
                 at_ms,
@@ -286,7 +331,7 @@ impl Machine {
                     at_ms
                 };
                 if best.as_ref().is_none_or(|(t, _, _)| at_ms < *t) {
-                    best = Some((at_ms, m.key(), what.describe()));
+                    best = Some((at_ms, m, what));
                 }
             }
         }
@@ -301,16 +346,36 @@ impl Machine {
         // Nothing is sent while waiting: a slot given up goes back now, not with an admission.
         self.give_back_slot(now, super::slot::Ending::Released);
         let already = matches!(self.phase, Phase::Waiting { .. });
+        // After a stated reset: not before this run's place in the spread (deadline allowing).
+        let spread = what
+            .stated_at
+            .map(|_| Duration::from_millis(self.opts.spread_seed % (RESTART_SPREAD_MS + 1)))
+            .filter(|s| until + *s < deadline);
+        let until = until + spread.unwrap_or_default();
+        let not_before = spread.map(|_| until);
         if !already {
-            self.note(
-                Note::Wait,
-                format!(
-                    "every candidate is cooling down; waiting {} for {what} to reopen ({model})",
-                    human_ms(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX))
+            let wait = until.saturating_duration_since(now.instant);
+            let stated = match what.stated_at {
+                Some(at) => format!(
+                    "; {} stated its limit resets at {}",
+                    model.provider,
+                    local_and_utc(at, self.opts.local_offset)
                 ),
+                None => String::new(),
+            };
+            let line = format!(
+                "every candidate is cooling down; waiting {} for {} to reopen ({}){stated}",
+                human_ms(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)),
+                what.describe(),
+                model.key()
             );
+            self.note(Note::Wait, line);
         }
-        self.phase = Phase::Waiting { mode, until };
+        self.phase = Phase::Waiting {
+            mode,
+            until,
+            not_before,
+        };
         self.timers
             .set(Timer::WaitCheck, until.min(now.instant + WAIT_POLL));
         true
@@ -320,9 +385,20 @@ impl Machine {
     /// starts; the first usable candidate (the current model included) is taken, else the wait
     /// goes on — or ends the run when nothing will reopen in time.
     pub(super) fn wake(&mut self, now: Now) {
-        let Phase::Waiting { mode, .. } = self.phase else {
+        let Phase::Waiting {
+            mode, not_before, ..
+        } = self.phase
+        else {
             return;
         };
+        if let Some(t) = not_before
+            && now.instant < t
+        {
+            // Not yet this run's place in the spread after a stated reset.
+            self.timers
+                .set(Timer::WaitCheck, t.min(now.instant + WAIT_POLL));
+            return;
+        }
         self.round = Round::default();
         let Some(current) = self.dispatch.current().cloned() else {
             return self.finish(now, Outcome::Fatal(Fatal::NoModel));
@@ -406,7 +482,8 @@ impl Machine {
                 reason: format!("{why}; retrying will not help"),
             };
         }
-        let mut soonest: Option<(u64, String)> = None;
+        // (ms from now, the model, the provider and the reset it stated for that model's wait)
+        let mut soonest: Option<(u64, String, Option<StatedBy>)> = None;
         let mut causes: Vec<Cause> = Vec::new();
         for m in &models {
             match self.shared.availability(m, now.wall_ms) {
@@ -418,8 +495,8 @@ impl Machine {
                             kind: Blocked::By(c),
                         }),
                         _ => {
-                            if soonest.as_ref().is_none_or(|(t, _)| 0 < *t) {
-                                soonest = Some((0, m.key()));
+                            if soonest.as_ref().is_none_or(|(t, _, _)| 0 < *t) {
+                                soonest = Some((0, m.key(), None));
                             }
                         }
                     }
@@ -427,11 +504,12 @@ impl Machine {
                 Availability::Later {
                     at_ms,
                     transient: true,
-                    ..
+                    what,
                 } => {
                     let after = at_ms.saturating_sub(now.wall_ms);
-                    if soonest.as_ref().is_none_or(|(t, _)| after < *t) {
-                        soonest = Some((after, m.key()));
+                    if soonest.as_ref().is_none_or(|(t, _, _)| after < *t) {
+                        let stated = what.stated_at.map(|at| (m.provider.clone(), at));
+                        soonest = Some((after, m.key(), stated));
                     }
                 }
                 Availability::Later { what, .. } => causes.push(Cause {
@@ -445,14 +523,23 @@ impl Machine {
             }
         }
         match soonest {
-            Some((after, model)) => RetryHint {
-                could_help: true,
-                retry_after_ms: Some(after),
-                reason: format!(
+            Some((after, model, stated)) => {
+                let mut reason = format!(
                     "retrying later could help: {model} is usable again in {}",
                     human_ms(after)
-                ),
-            },
+                );
+                if let Some((provider, at)) = stated {
+                    reason.push_str(&format!(
+                        ": {provider} stated its limit resets at {}",
+                        local_and_utc(at, self.opts.local_offset)
+                    ));
+                }
+                RetryHint {
+                    could_help: true,
+                    retry_after_ms: Some(after),
+                    reason,
+                }
+            }
             None => {
                 causes.sort_by(|a, b| a.text.cmp(&b.text));
                 causes.dedup_by(|a, b| a.text == b.text);
@@ -468,6 +555,22 @@ impl Machine {
         }
     }
 }
+
+/// How a statement is kept with its breaker: the provider's words in quotes (redacted,
+/// short), and for Zhipu's zone-less time the zone it was read in.
+fn stated_words(s: &Stated) -> String {
+    let words = format!(
+        "\"{}\"",
+        crate::redact::redact_capped(&s.text, STATED_WORDS_MAX)
+    );
+    match s.form {
+        stated::Form::ChinaLocal => format!("{words}, read as China Standard Time (UTC+8)"),
+        stated::Form::Zoned | stated::Form::Relative => words,
+    }
+}
+
+/// A provider and the reset it stated (unix ms).
+type StatedBy = (String, u64);
 
 /// Why a candidate will not be usable by itself: shown as `text`, advised on by `kind`.
 #[derive(Debug, Clone)]

@@ -604,10 +604,25 @@ impl Machine {
             user_abort: false,
         });
         self.dispatch.judged();
+        let class = verdict.class;
         let plan = self.judge(now, &current, verdict, &error);
         match plan {
             Plan::Exhaust(_) if self.round_expired(now) => {
                 self.plan = Some(Plan::Exhaust(self.round_expired_reason()));
+                self.phase = Phase::Settling;
+                self.send(now, Command::AbortRetry, Tag::AbortRetry);
+            }
+            Plan::Exhaust(reason) if class == FailureClass::Quota => {
+                // A used-up quota is still used up after Pi's 2/4/8 s: each retry is one more
+                // request to it. End now (or wait for the reset it stated, when waiting).
+                self.note(
+                    Note::Detail,
+                    format!(
+                        "no other candidate; not leaving the quota failure of {} to Pi's retry",
+                        current.key()
+                    ),
+                );
+                self.plan = Some(Plan::Exhaust(reason));
                 self.phase = Phase::Settling;
                 self.send(now, Command::AbortRetry, Tag::AbortRetry);
             }

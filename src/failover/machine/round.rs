@@ -16,6 +16,12 @@ pub(super) struct Round {
     tried: BTreeSet<String>,
     endpoint_failures: BTreeMap<String, u32>,
     isolated: BTreeSet<String>,
+    /// Endpoint failures per server (normalised base URL), under any provider: the keys of one
+    /// provider are provider entries of their own that share its server.
+    server_failures: BTreeMap<String, u32>,
+    isolated_servers: BTreeSet<String>,
+    /// The last failure was of the current model's key (auth, quota, rate limit).
+    key_failed: bool,
     retried_same: BTreeSet<String>,
     /// (model, class) failures already recorded: Pi's own retries of the same failure must not
     /// double the cooldown again and again within one round.
@@ -73,6 +79,34 @@ impl Round {
 
     pub(super) fn isolated(&self) -> &BTreeSet<String> {
         &self.isolated
+    }
+
+    /// A failure of class `class` on a model whose server is `server` (its normalised base
+    /// URL). Endpoint failures are counted per server too, under whichever provider entry they
+    /// came: after [`ISOLATE_AFTER`] the server is left out for every entry at it.
+    pub(super) fn failed(&mut self, class: FailureClass, server: Option<String>) {
+        self.key_failed = matches!(
+            class,
+            FailureClass::Auth | FailureClass::Quota | FailureClass::RateLimit
+        );
+        if class == FailureClass::Endpoint
+            && let Some(server) = server
+        {
+            let n = self.server_failures.entry(server.clone()).or_insert(0);
+            *n += 1;
+            if *n >= ISOLATE_AFTER {
+                self.isolated_servers.insert(server);
+            }
+        }
+    }
+
+    pub(super) fn isolated_servers(&self) -> &BTreeSet<String> {
+        &self.isolated_servers
+    }
+
+    /// The last failure was of the key (see [`Round::failed`]).
+    pub(super) fn key_failed(&self) -> bool {
+        self.key_failed
     }
 
     /// `true` the first time `model` fails with `class` this round.

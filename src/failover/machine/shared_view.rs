@@ -126,4 +126,12 @@ impl SharedView {
             .and_then(|r| r.cooldown_until)
             .map_or(0, |t| t.saturating_sub(now_ms))
     }
+
+    /// The reset the provider stated for the open breaker of `scope` `key`, if it stated one.
+    pub(super) fn stated_reset(&self, scope: Scope, key: &str, now_ms: u64) -> Option<u64> {
+        self.health
+            .records(scope)
+            .and_then(|m| m.get(key))
+            .and_then(|r| r.stated_reset_at(now_ms))
+    }
 }

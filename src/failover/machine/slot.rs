@@ -22,6 +22,8 @@ pub(super) struct SlotState {
     /// Since when the run has been waiting for a free slot.
     waiting_since: Option<Instant>,
     waited_ms: u64,
+    /// The pause the last capacity signal stated, until the refusal goes out.
+    pause_ms: u64,
 }
 
 /// How an attempt's slot is given back.
@@ -29,8 +31,9 @@ pub(super) struct SlotState {
 pub(super) enum Ending {
     /// A clean answer: evidence the limit works.
     Answered,
-    /// A capacity signal: the limit is cut.
-    Refused,
+    /// A capacity signal: the limit is cut, and the provider gets nothing new for `pause_ms`
+    /// (0: it did not say how long).
+    Refused { pause_ms: u64 },
     /// Anything else: no evidence either way.
     Released,
 }
@@ -44,7 +47,17 @@ impl SlotState {
             last_id: 0,
             waiting_since: None,
             waited_ms: 0,
+            pause_ms: 0,
         }
+    }
+
+    /// The capacity signal just judged said to wait `ms` (0: it did not say).
+    pub(super) fn set_pause(&mut self, ms: u64) {
+        self.pause_ms = ms;
+    }
+
+    pub(super) fn take_pause(&mut self) -> u64 {
+        std::mem::take(&mut self.pause_ms)
     }
 
     /// Slots are taken at all (a run with a health store; not `--explain`, not unit tests
@@ -138,7 +151,12 @@ impl SlotState {
         let limits = self.limits(&provider);
         let delta = match ending {
             Ending::Answered => CapacityDelta::Answered { at, slot, limits },
-            Ending::Refused => CapacityDelta::Refused { at, slot, limits },
+            Ending::Refused { pause_ms } => CapacityDelta::Refused {
+                at,
+                slot,
+                limits,
+                pause_ms,
+            },
             Ending::Released => CapacityDelta::Release { at, slot },
         };
         Some((provider, delta))

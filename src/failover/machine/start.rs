@@ -234,13 +234,21 @@ impl Machine {
                 "too small for the request (context window {window} < ~{needed} tokens)"
             ));
         }
-        self.shared
+        let blocked = self
+            .shared
             .blocked(current, now.wall_ms)
             .map(|block| match block {
                 Block::Disabled => "disabled".to_string(),
                 Block::Cooling(s) => format!("{} breaker open", s.as_str()),
                 Block::Leased => "another run is probing it".to_string(),
-            })
+            });
+        // Another provider entry at the same base URL (another key) found the server down.
+        blocked.or_else(|| {
+            let down = candidates::down_servers(self.pi.pool(), self.shared.health(), now.wall_ms);
+            candidates::server(current)
+                .and_then(|u| down.get(&u))
+                .map(|e| format!("at a base URL that is down (endpoint breaker {e} open)"))
+        })
     }
 
     /// `--explain`: the candidate order exactly as a failover from the start model would rank
@@ -257,6 +265,8 @@ impl Machine {
             .iter()
             .map(|(f, why)| (f.clone(), why.clone()))
             .collect();
+        let down_servers =
+            candidates::down_servers(self.pi.pool(), self.shared.health(), now.wall_ms);
         let request = explain::Request {
             health: self.shared.health(),
             now_ms: now.wall_ms,
@@ -264,6 +274,8 @@ impl Machine {
             needs_images: self.request.needs_images(),
             input_tokens: self.request.tokens(),
             avoided_families: &avoided,
+            local_offset: self.opts.local_offset,
+            down_servers: &down_servers,
         };
         let mut candidates = Vec::new();
         if start_skipped.is_none() {

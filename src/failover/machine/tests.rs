@@ -1900,3 +1900,5 @@ fn cjk_text_counts_a_token_per_character() {
 
 #[path = "tests/capacity.rs"]
 mod capacity;
+#[path = "tests/stated.rs"]
+mod stated;

@@ -514,6 +514,20 @@ pub(super) fn scrub_delta(delta: &Delta) -> Delta {
             class: *class,
             error: redact(error),
         },
+        Delta::Stated {
+            key,
+            scope,
+            class,
+            reset,
+        } => Delta::Stated {
+            key: key.clone(),
+            scope: *scope,
+            class: *class,
+            reset: crate::health::StatedReset {
+                words: redact(&reset.words),
+                ..reset.clone()
+            },
+        },
         Delta::Switch(entry) => Delta::Switch(SwitchEntry {
             reason: redact_capped(&entry.reason, REASON_MAX_CHARS),
             ..entry.clone()
@@ -532,9 +546,14 @@ pub(super) fn scrub_health(health: &mut Health) {
         .values_mut()
         .chain(health.providers.values_mut())
         .chain(health.endpoints.values_mut());
-    for Record { last_error, .. } in records {
-        if let Some(e) = last_error.as_mut() {
-            *e = redact(e);
+    for Record {
+        last_error,
+        stated_words,
+        ..
+    } in records
+    {
+        for text in [last_error, stated_words].into_iter().flatten() {
+            *text = redact(text);
         }
     }
 }

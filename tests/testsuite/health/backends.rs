@@ -19,7 +19,8 @@ use pi_ccswitch_run::failover::classify::{FailureClass, Scope};
 use pi_ccswitch_run::health::cooldown::PROBE_LEASE_MS;
 use pi_ccswitch_run::health::store::{Claim, FileStore, HealthStore, RedisStore, STATE_FILE};
 use pi_ccswitch_run::health::{
-    Delta, Health, Keys, MAX_RECORDS_PER_SCOPE, ProbeTarget, SWITCH_LOG_LEN, SwitchEntry,
+    Delta, Health, Keys, MAX_RECORDS_PER_SCOPE, ProbeTarget, SWITCH_LOG_LEN, StatedReset,
+    SwitchEntry,
 };
 
 /// Claims the probe lease on `target` at `at`; only the verdict.
@@ -207,6 +208,7 @@ behaviours!(
     management_edits_go_through_update,
     secrets_are_never_stored,
     records_are_bounded_per_scope,
+    a_stated_reset_is_stored_and_reopens_then,
 );
 
 fn failure(at: u64, key: &str, scope: Scope, class: FailureClass, error: &str) -> Delta {
@@ -281,6 +283,87 @@ fn together<T: Send>(
             .map(|h| h.join().expect("thread"))
             .collect()
     })
+}
+
+fn stated(provider: &str, class: FailureClass, at_ms: u64, spread_ms: u64, words: &str) -> Delta {
+    Delta::Stated {
+        key: provider.to_string(),
+        scope: Scope::Provider,
+        class,
+        reset: StatedReset {
+            at_ms,
+            spread_ms,
+            words: words.to_string(),
+        },
+    }
+}
+
+/// Issue 24: a quota failure that states its reset keeps the provider breaker open until
+/// then plus the spread — what one process writes, another reads back, reset words redacted —
+/// then one probe; a success forgets the statement. Records stored before it existed (no
+/// `stated_*` fields) read as before.
+fn a_stated_reset_is_stored_and_reopens_then(b: &dyn Backend) {
+    let mut one = b.store(1.0);
+    let reset = T0 + 3 * MIN;
+    let words = format!("您的限额将在 2026-12-02 03:36:54 重置 {SECRET}");
+    one.commit(
+        &[
+            quota(T0, "zai"),
+            stated("zai", FailureClass::Quota, reset, 1234, &words),
+        ],
+        T0,
+    )
+    .expect("commit");
+    let h = load(b, T0 + 1);
+    let r = &h.providers["zai"];
+    assert_eq!(r.cooldown_until, Some(reset + 1234), "not 30 minutes");
+    assert_eq!(r.stated_reset, Some(reset));
+    let kept = r.stated_words.as_deref().expect("words kept");
+    assert!(
+        kept.starts_with("您的限额将在 2026-12-02 03:36:54 重置"),
+        "{kept}"
+    );
+    assert!(!b.dump().contains(SECRET), "{}", b.dump());
+    // Another process's claim: cooling until the stated reset, then one claimant.
+    let mut two = b.store(1.0);
+    let target = probe("zai");
+    assert_eq!(
+        try_claim(two.as_mut(), &target, reset + 1233),
+        Claim::Cooling
+    );
+    assert_eq!(
+        try_claim(two.as_mut(), &target, reset + 1234),
+        Claim::Claimed
+    );
+    assert_eq!(try_claim(one.as_mut(), &target, reset + 1235), Claim::Held);
+    // The probe answers: closed, the statement forgotten.
+    two.commit(&[success(reset + 2000, "zai", "glm")], reset + 2000)
+        .expect("commit");
+    let r = &load(b, reset + 2001).providers["zai"];
+    assert_eq!(
+        (r.cooldown_until, r.stated_reset, r.stated_words.as_deref()),
+        (None, None, None)
+    );
+    // A rate limit's stated delay is only the least cooldown.
+    one.commit(
+        &[
+            failure(T0, "kimi", Scope::Provider, FailureClass::RateLimit, "429"),
+            stated(
+                "kimi",
+                FailureClass::RateLimit,
+                T0 + 1000,
+                0,
+                "try again in 1s",
+            ),
+        ],
+        T0,
+    )
+    .expect("commit");
+    let r = &load(b, T0 + 1).providers["kimi"];
+    assert_eq!(
+        (r.cooldown_until, r.stated_reset),
+        (Some(T0 + 5 * MIN), None)
+    );
 }
 
 fn deltas_add_up(b: &dyn Backend) {
@@ -767,7 +850,7 @@ fn step_strategy() -> impl proptest::strategy::Strategy<Value = (u64, Step)> {
     let delta = prop_oneof![
         (provider.clone(), class.clone()).prop_map(|(p, c)| (p.to_string(), Scope::Provider, c)),
         (model.clone(), class.clone()).prop_map(|(m, c)| (m.to_string(), Scope::Model, c)),
-        (provider.clone(), class).prop_map(|(p, c)| (format!("{p}@h"), Scope::Endpoint, c)),
+        (provider.clone(), class.clone()).prop_map(|(p, c)| (format!("{p}@h"), Scope::Endpoint, c)),
     ]
     .prop_map(|(key, scope, class)| (0u8, key, scope, class));
     let success = model
@@ -775,7 +858,9 @@ fn step_strategy() -> impl proptest::strategy::Strategy<Value = (u64, Step)> {
         .prop_map(|m| (1u8, m.to_string(), Scope::Model, FailureClass::Unknown));
     let switch = Just((2u8, String::new(), Scope::Round, FailureClass::Unknown));
     let skipped = Just((3u8, String::new(), Scope::Round, FailureClass::Unknown));
-    let one = prop_oneof![4 => delta, 2 => success, 1 => switch, 1 => skipped];
+    let stated = (provider.clone(), class.clone())
+        .prop_map(|(p, c)| (4u8, p.to_string(), Scope::Provider, c));
+    let one = prop_oneof![4 => delta, 2 => success, 1 => switch, 1 => skipped, 2 => stated];
     let target = prop_oneof![
         provider.prop_map(|p| format!("provider:{p}")),
         model.prop_map(|m| format!("model:{m}")),
@@ -803,6 +888,13 @@ fn step_strategy() -> impl proptest::strategy::Strategy<Value = (u64, Step)> {
                         to: "b".into(),
                         reason: "r".into(),
                     }),
+                    // A reset stated a little ahead of the step's time (set when stamped).
+                    4 => Delta::Stated {
+                        key,
+                        scope,
+                        class,
+                        reset: StatedReset { at_ms: 0, spread_ms: 7, words: "w".into() },
+                    },
                     _ => Delta::SkippedStart,
                 })
                 .collect()
@@ -856,6 +948,7 @@ fn redis_agrees_with_direct_application_on_random_histories() {
                             Delta::Failure { at, .. } | Delta::Success { at, .. } => *at = now,
                             Delta::Switch(e) => e.at = now,
                             Delta::Lease { at, .. } => *at = now,
+                            Delta::Stated { reset, .. } => reset.at_ms = now + 2_000,
                             Delta::Release { .. } | Delta::SkippedStart => {}
                         }
                         d

@@ -114,6 +114,14 @@ pub enum Behaviour {
     /// Wait this many milliseconds (ends early when the server stops), then behave like the inner
     /// behaviour. Nothing is sent before the wait ends, not even the status line.
     Delayed(u64, Box<Behaviour>),
+    /// Like `before` while the wall clock is before `until_unix_ms`, like `after` from then on
+    /// (decided when the request arrives; [`Request::behaviour`] records the one chosen): a
+    /// quota window that resets at a known time.
+    Until {
+        until_unix_ms: u64,
+        before: Box<Behaviour>,
+        after: Box<Behaviour>,
+    },
 }
 
 impl Behaviour {
@@ -150,6 +158,30 @@ impl Behaviour {
             completion_tokens,
         }
     }
+    /// `Until { .. }`: `before` until the wall clock reaches `until_unix_ms`, then `after`.
+    pub fn until(until_unix_ms: u64, before: Behaviour, after: Behaviour) -> Self {
+        Behaviour::Until {
+            until_unix_ms,
+            before: Box::new(before),
+            after: Box::new(after),
+        }
+    }
+    /// This behaviour as it answers now: an [`Behaviour::Until`] picks its side by the clock.
+    pub fn resolved(self) -> Self {
+        match self {
+            Behaviour::Until {
+                until_unix_ms,
+                before,
+                after,
+            } => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+                if now < until_unix_ms { *before } else { *after }.resolved()
+            }
+            other => other,
+        }
+    }
     /// `Delayed(ms, Box::new(self))`: the same answer, started `ms` milliseconds late.
     pub fn delayed(self, ms: u64) -> Self {
         Behaviour::Delayed(ms, Box::new(self))
@@ -168,6 +200,7 @@ impl Behaviour {
             } => Some((*prompt_tokens, *completion_tokens)),
             Behaviour::ToolCall { .. } => Some(TOOL_USAGE),
             Behaviour::Delayed(_, inner) => inner.usage(),
+            Behaviour::Until { .. } => self.clone().resolved().usage(),
             _ => None,
         }
     }
@@ -675,6 +708,7 @@ fn next_behaviour(shared: &Shared, route: &str, model: &str) -> Behaviour {
         }
         None => st.default.clone(),
     }
+    .resolved()
 }
 
 /// What an answer needs besides its behaviour.
@@ -719,6 +753,7 @@ fn act(stream: &mut TcpStream, b: &Behaviour, ctx: &Ctx<'_>) -> bool {
             }
             act(stream, inner, ctx)
         }
+        Behaviour::Until { .. } => act(stream, &b.clone().resolved(), ctx),
         Behaviour::Hang => {
             ctx.shared.sleep(ctx.hang_limit);
             false

@@ -236,6 +236,76 @@ fn a_capacity_signal_cuts_the_limit_and_goes_elsewhere_without_a_breaker() {
     );
 }
 
+/// The pause each refusal so far asked for.
+fn pauses(h: &mut H) -> Vec<u64> {
+    h.drain();
+    h.log
+        .iter()
+        .filter_map(|a| match a {
+            Action::Capacity {
+                op:
+                    CapacityOp::Apply {
+                        delta: CapacityDelta::Refused { pause_ms, .. },
+                        ..
+                    },
+                ..
+            } => Some(*pause_ms),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Issue 24 with issue 23: a capacity signal that says when to send again pauses its provider
+/// for that long (the store grants no slot on it before then); one without gives no pause.
+#[test]
+fn a_capacity_signal_that_states_a_delay_pauses_its_provider_that_long() {
+    let mut h = slotted();
+    h.start(model("a", "m1", false, 128_000), pool());
+    let sent = h.grant(0);
+    h.ok_prompt(&sent);
+    h.fail_settled(
+        r#"429: {"error":{"code":"rate_limit_exceeded","message":"Rate limit reached for requests. Please try again in 2s."}}"#,
+    );
+    assert_eq!(pauses(&mut h), [2000]);
+    assert!(h.m.attempts()[0].capacity_signal);
+
+    let mut h = slotted();
+    h.start(model("a", "m1", false, 128_000), pool());
+    let sent = h.grant(0);
+    h.ok_prompt(&sent);
+    h.fail_settled(RL);
+    assert_eq!(pauses(&mut h), [0], "GLM's 1302 states no delay");
+}
+
+/// A rate limit that states a delay longer than a capacity pause lasts is no capacity signal:
+/// the provider's breaker opens until then (at least), as for a rate limit without a slot.
+#[test]
+fn a_rate_limit_stating_a_long_delay_opens_the_breaker_not_a_pause() {
+    let mut h = slotted();
+    h.start(model("a", "m1", false, 128_000), pool());
+    let sent = h.grant(0);
+    h.ok_prompt(&sent);
+    h.fail_settled(
+        r#"429: {"error":{"code":"rate_limit_exceeded","message":"Rate limit reached. Please try again in 20m30s."}}"#,
+    );
+    assert!(pauses(&mut h).is_empty(), "not a refusal");
+    assert!(!h.m.attempts()[0].capacity_signal);
+    assert!(
+        h.deltas().iter().any(|d| matches!(
+            d,
+            Delta::Stated {
+                class: FailureClass::RateLimit,
+                scope: Scope::Provider,
+                ..
+            }
+        )),
+        "{:?}",
+        h.deltas()
+    );
+    let (_, choices) = h.last_admission();
+    assert_eq!(choices[0], "b", "on to the next candidate");
+}
+
 #[test]
 fn refused_at_one_again_and_again_is_a_rate_limit_with_a_breaker() {
     let mut h = slotted();

@@ -230,7 +230,9 @@ pub fn touched(deltas: &[crate::health::Delta]) -> Vec<(Scope, String)> {
     };
     for d in deltas {
         match d {
-            Delta::Failure { key, scope, .. } => add(*scope, key),
+            Delta::Failure { key, scope, .. } | Delta::Stated { key, scope, .. } => {
+                add(*scope, key)
+            }
             Delta::Success { keys, .. } => {
                 add(Scope::Model, &keys.model);
                 add(Scope::Provider, &keys.provider);
