@@ -140,6 +140,7 @@ fn refused(s: &mut dyn HealthStore, choice: &Choice, slot: &str) -> Outcome {
         at: now_ms(),
         slot: slot.into(),
         limits: choice.limits,
+        pause_ms: 0,
     };
     apply(s, &choice.provider, delta)
 }
