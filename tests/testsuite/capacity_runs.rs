@@ -110,11 +110,12 @@ fn a_capacity_signal_with_another_candidate_goes_there(v: &str) {
 }
 
 /// Two single runs at once on a key that takes one request: the second is refused, waits for
-/// the first to answer and goes out right after it, with no second refusal (Pi's retries
-/// would land 2 and 6 s after the refusal, while the first still runs).
+/// the first to answer and goes out right after it, with no second refusal. Pi's own retries
+/// would land 2 s after the refusal (while the first still holds the key: refused again) and
+/// 6 s after it (well over 2 s after the first's answer).
 #[test]
 fn a_second_run_on_a_full_key_waits_for_the_first_and_goes_right_after() {
-    const HOLD: u64 = 3_000;
+    const HOLD: u64 = 4_000;
     let env = solo(PI_NEWEST);
     env.llm.set_concurrency_cap("a", Some(1));
     env.llm
@@ -146,7 +147,7 @@ fn a_second_run_on_a_full_key_waits_for_the_first_and_goes_right_after() {
         let after = reqs[2].at.saturating_duration_since(held_until);
         eprintln!("the second run went out {after:?} after the first's answer");
         assert!(
-            after < Duration::from_millis(1500),
+            after < Duration::from_secs(2),
             "{after:?} after the slot came back\n{}",
             second.dump()
         );

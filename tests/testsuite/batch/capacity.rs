@@ -135,16 +135,31 @@ fn after_a_batch_status_shows_the_learned_limit_and_results_the_capacity_signals
         out.dump()
     );
     let plural = if rejected == 1 { "" } else { "s" };
-    out.assert_stderr_contains(&format!(
-        "batch: capacity: glm 8 answered, {rejected} capacity signal{plural}, limit 2; waited"
-    ));
+    let said =
+        format!("batch: capacity: glm 8 answered, {rejected} capacity signal{plural}, limit ");
+    let line = out
+        .stderr_lines()
+        .into_iter()
+        .find(|l| l.contains(&said))
+        .unwrap_or_else(|| panic!("no {said:?}\n{}", out.dump()));
+    let limit: u64 = line
+        .split(&said)
+        .nth(1)
+        .and_then(|rest| rest.split(';').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no limit in {line:?}"));
+    // Cut to the two the key takes, or to one when the refusal saw the key still counting an
+    // answer the runner had already taken (the fake server lets go of a request's slot after
+    // the last byte; under load, after the next request came in). Raising it again is a probe
+    // that waits for dozens of clean answers: not in this batch.
+    assert!((1..=2).contains(&limit), "{line}");
 
     let status = env.run(["--status", "--json"]);
     status.assert_success();
     let cap = status.json()["capacity"].clone();
     assert_eq!(
         cap,
-        serde_json::json!([{"provider": "glm", "limit": 2, "limit_learned_from_signal": true,
+        serde_json::json!([{"provider": "glm", "limit": limit, "limit_learned_from_signal": true,
                             "max_inflight": null, "in_flight": 0}]),
         "{}",
         status.dump()
@@ -152,7 +167,7 @@ fn after_a_batch_status_shows_the_learned_limit_and_results_the_capacity_signals
     let text = env.run(["--status"]);
     text.assert_success()
         .assert_stdout_contains("provider  limit  in flight  max-inflight")
-        .assert_stdout_contains("glm           2          0             -");
+        .assert_stdout_contains(&format!("glm           {limit}          0             -"));
     env.env("CCSWITCH_MAX_INFLIGHT", "glm=3");
     let from_env = env.run(["--status", "--json"]);
     assert_eq!(

@@ -94,15 +94,19 @@ fn run_shards(
     })
 }
 
-/// The shared store's capacity record of glm after `round`: (requests in flight, limit).
-fn glm_after(env: &TestEnv, sharing: &Sharing, round: &str) -> (u32, u32) {
-    let now = u64::try_from(
+fn now_ms() -> u64 {
+    u64::try_from(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .expect("clock")
             .as_millis(),
     )
-    .expect("ms");
+    .expect("ms")
+}
+
+/// The shared store's capacity record of glm after `round`: (requests in flight, limit).
+fn glm_after(env: &TestEnv, sharing: &Sharing, round: &str) -> (u32, u32) {
+    let now = now_ms();
     let mut store: Box<dyn HealthStore> = match sharing {
         Sharing::File => Box::new(FileStore::open(&agent_dir(env, sharing, round, 0))),
         Sharing::Redis(server) => {
@@ -210,8 +214,9 @@ fn three_shards_share_one_key_through_the_file_store() {
     three_shards_share_one_key(PI_MIN, &Sharing::File);
 }
 
-/// A runner SIGKILLed while its request holds the key's only slot renews it no more: the next
-/// run waits for the lease to run out (at most its TTL after the last renewal) and answers.
+/// A runner SIGKILLed while its request holds the key's only slot (`--max-inflight glm=1`)
+/// renews it no more: its lease runs out within the TTL, and the next run, waiting meanwhile,
+/// takes the slot then and answers.
 #[test]
 fn a_killed_runners_slot_comes_back_when_its_lease_runs_out() {
     let env = TestEnv::new(PI_NEWEST, &glm());
@@ -243,33 +248,66 @@ fn a_killed_runners_slot_comes_back_when_its_lease_runs_out() {
         (&Value::from("glm"), &Value::from(1), &Value::from(1)),
         "{held}"
     );
+    // The dead run's lease, as the store holds it (slot ids start `host:pid`).
+    let pid_text = pid.to_string();
+    let killed_lease = || {
+        FileStore::open(&env.agent_dir)
+            .load_capacity(now_ms())
+            .expect("load capacity")
+            .get("glm")
+            .and_then(|r| {
+                r.leases
+                    .iter()
+                    .find(|(id, _)| id.split(':').any(|part| part == pid_text))
+                    .map(|(_, lease)| lease.until)
+            })
+    };
+    assert!(killed_lease().is_some(), "the first run holds its slot");
     // SAFETY: kill(2) on the runner this test started (its Pi goes with it: the reaper).
     unsafe { libc::kill(pid, libc::SIGKILL) };
     first.wait().expect("wait for the killed run");
     let killed = Instant::now();
-    let second = env.run(run("second"));
+    let ttl = Duration::from_millis(DEFAULT_LEASE_TTL_MS);
+    let (second, freed) = std::thread::scope(|s| {
+        let second = s.spawn(|| env.run(run("second")));
+        while killed_lease().is_some() {
+            assert!(
+                killed.elapsed() < 2 * ttl,
+                "the dead run's lease never ran out"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let freed = Instant::now();
+        (second.join().expect("second run"), freed)
+    });
+    let freed_after = freed - killed;
     second.assert_success();
     let j = second.json();
     assert_eq!(j["answer"], DEFAULT_TEXT, "{}", second.dump());
     let reqs = env.llm.requests_to("a", "m");
-    assert_eq!(
-        reqs.len(),
-        2,
-        "no request while the slot was held\n{}",
+    assert_eq!(reqs.len(), 2, "{}", second.dump());
+    let waited = j["capacity_wait_ms"].as_u64().expect("capacity_wait_ms");
+    eprintln!(
+        "the killed run's lease ran out {freed_after:?} after the kill; the next run waited \
+         {waited} ms and sent {:?} after the kill",
+        reqs[1].at - killed
+    );
+    // Renewed every third of its TTL, the dead run's lease had at least two thirds of it left,
+    // and never more than all of it.
+    assert!(
+        ttl / 2 <= freed_after && freed_after <= ttl + Duration::from_secs(1),
+        "freed {freed_after:?} after the kill"
+    );
+    // The next run sent nothing until then (this test looks every 50 ms; it every 250 ms).
+    assert!(
+        reqs[1].at + Duration::from_millis(250) >= freed,
+        "sent {:?} before the lease ran out\n{}",
+        freed - reqs[1].at,
         second.dump()
     );
-    let back_after = reqs[1].at.saturating_duration_since(killed);
-    let waited = j["capacity_wait_ms"].as_u64().expect("capacity_wait_ms");
-    eprintln!("the killed run's slot came back {back_after:?} after the kill (waited {waited} ms)");
-    let ttl = Duration::from_millis(DEFAULT_LEASE_TTL_MS);
     assert!(
-        back_after <= ttl + Duration::from_secs(2),
-        "{back_after:?} after the kill"
-    );
-    // Renewed every third of its TTL, the dead run's lease had at least two thirds left.
-    assert!(
-        waited >= DEFAULT_LEASE_TTL_MS / 2,
-        "waited only {waited} ms: the slot was not held\n{}",
+        waited >= DEFAULT_LEASE_TTL_MS / 3,
+        "waited only {waited} ms\n{}",
         second.dump()
     );
     assert_eq!(env.llm.rejections("a"), 0);
