@@ -36,6 +36,7 @@ Exit codes:
   0    success: a model gave a complete answer (or --help/--version)
   1    failover exhausted: no healthy candidate left, or the round window ran out
   2    usage, attachment, configuration or Pi/RPC error
+  3    the --max-cost budget was reached: no new job or attempt was started
   124  the --timeout-ms deadline passed
   130  interrupted by SIGINT
   143  terminated by SIGTERM or SIGHUP";
@@ -174,6 +175,10 @@ pub struct Cli {
     /// Never wait for a breaker to reopen: end the run or job at once (single-run default)
     #[arg(long)]
     pub no_wait: bool,
+
+    /// Spend cap: once this run's recorded cost reaches AMOUNT no new job or attempt starts (exit 3); PROVIDER=AMOUNT caps that provider only (skipped once reached). Repeatable, comma-separated
+    #[arg(long, value_name = "[PROVIDER=]AMOUNT", allow_hyphen_values = true, action = ArgAction::Append)]
+    pub max_cost: Vec<String>,
 
     /// More diagnostics on stderr (-v: every failure and switch; -vv: debug)
     #[arg(short, long, action = ArgAction::Count)]
@@ -352,6 +357,8 @@ pub struct Invocation {
     pub verbose: u8,
     pub json: bool,
     pub health_url: Option<String>,
+    /// `--max-cost`: this process's spend caps (none when not given).
+    pub budget: crate::budget::Caps,
     pub mode: Mode,
 }
 
@@ -667,6 +674,7 @@ impl Cli {
             }
         }
         let health_url = checked("--health-url", self.health_url)?;
+        let budget = crate::budget::Caps::parse(&self.max_cost).map_err(UsageError)?;
         if let Some(url) = &health_url
             && !["redis://", "rediss://", "unix://"]
                 .iter()
@@ -788,6 +796,7 @@ impl Cli {
             verbose: self.verbose,
             json: self.json,
             health_url,
+            budget,
             mode,
         })
     }
