@@ -4,12 +4,14 @@
 //! A [`Session`] is one Pi process, reused across the jobs of a batch worker; a single run is a
 //! session with one job.
 
+use std::cell::RefCell;
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
 use crate::agent::{self, Agent, PiGroups};
+use crate::budget::Ledger;
 use crate::catalog::ModelInfo;
 use crate::clock;
 use crate::console::{Console, StatusLine};
@@ -78,11 +80,13 @@ impl Session {
         self.agent.stop(STOP_GRACE).await;
     }
 
-    /// Runs one job to its end on this Pi.
+    /// Runs one job to its end on this Pi. `spending` is the process's spend (`--max-cost`),
+    /// shared by every job of a batch.
     pub async fn run(
         &mut self,
         job: &JobRequest,
         health: &HealthHandle,
+        spending: &RefCell<Ledger>,
         stops: &mut watch::Receiver<Option<Stop>>,
         console: &Console,
         status: &mut StatusLine,
@@ -112,6 +116,7 @@ impl Session {
             job.images.clone(),
             options,
         );
+        let mut spend = SpendFeed::default();
         let mut stopping: Option<(Stop, Instant)> = None;
         if let Some(stop) = *stops.borrow() {
             stopping = Some((stop, start.instant));
@@ -120,6 +125,7 @@ impl Session {
         let mut stops_open = true;
         let mut ticker = tokio::time::interval(STATUS_TICK);
         let ended = 'run: loop {
+            spend.feed(&mut machine, spending);
             while let Some(action) = machine.poll_action() {
                 match action {
                     Action::Send { id, command } => {
@@ -137,6 +143,13 @@ impl Session {
                     }
                     Action::ReloadHealth => {
                         health.reload(clock::now().wall_ms, replies_tx.clone());
+                    }
+                    Action::Spent { provider, cost } => {
+                        // News once per process: the ledger says each cap once.
+                        for crossed in spending.borrow_mut().add(&provider, cost) {
+                            status.clear();
+                            console.progress_line(&crossed.to_string());
+                        }
                     }
                     Action::Progress { line, note } => {
                         let shown = if job.in_batch {
@@ -183,25 +196,35 @@ impl Session {
                     break 'run Loop::Unsettled;
                 }
                 () = sleep_until(machine_deadline), if machine_deadline.is_some() => {
+                    spend.feed(&mut machine, spending);
                     machine.handle_timeout(clock::now());
                 }
-                Some(reply) = replies.recv() => match reply {
-                    Reply::Loaded { health } => machine.handle_health_loaded(clock::now(), health),
-                    Reply::Committed { seq, health: Some(merged) } => {
-                        machine.handle_health(seq, merged);
+                Some(reply) = replies.recv() => {
+                    // What other jobs spent meanwhile counts before anything starts.
+                    spend.feed(&mut machine, spending);
+                    match reply {
+                        Reply::Loaded { health } => {
+                            machine.handle_health_loaded(clock::now(), health);
+                        }
+                        Reply::Committed { seq, health: Some(merged) } => {
+                            machine.handle_health(seq, merged);
+                        }
+                        Reply::Committed { health: None, .. } => {}
+                        Reply::Probe { granted } => {
+                            machine.handle_probe_result(clock::now(), granted);
+                        }
+                        Reply::Reloaded { health } => {
+                            machine.handle_health_reloaded(clock::now(), health);
+                        }
                     }
-                    Reply::Committed { health: None, .. } => {}
-                    Reply::Probe { granted } => machine.handle_probe_result(clock::now(), granted),
-                    Reply::Reloaded { health } => {
-                        machine.handle_health_reloaded(clock::now(), health);
-                    }
-                },
+                }
                 Some(warning) = self.warnings.recv() => {
                     pi_warning(&warning, &job.label, console, status);
                 }
                 msg = self.agent.next() => match msg {
                     Ok(Some(msg)) => {
                         self.answered |= matches!(msg, crate::rpc::Incoming::Response(_));
+                        spend.feed(&mut machine, spending);
                         machine.handle_incoming(clock::now(), msg);
                     }
                     Ok(None) => break 'run Loop::PiExited,
@@ -301,6 +324,7 @@ impl Session {
                 Outcome::Aborted => JobEnd::Stopped(Stop::Halt),
                 Outcome::Fatal(f) => JobEnd::Fatal(f),
                 Outcome::Setup(p) => JobEnd::Setup(p),
+                Outcome::OverBudget { why, last_error } => JobEnd::OverBudget { why, last_error },
             },
             Loop::Unsettled => JobEnd::Stopped(stop.unwrap_or(Stop::Halt)),
             Loop::Malformed(reason) => JobEnd::PiLost(self.loss(Some(reason)).await),
@@ -396,6 +420,24 @@ fn pi_warning(line: &str, label: &str, console: &Console, status: &mut StatusLin
             "{label}Pi: {}",
             crate::pi_stderr::with_runner_advice(line)
         ));
+    }
+}
+
+/// Keeps the machine's copy of the process's spend current: other jobs of a batch spend while
+/// this one awaits, and what they spent must count before this one starts anything.
+#[derive(Default)]
+struct SpendFeed {
+    /// The ledger version the machine last saw.
+    seen: u64,
+}
+
+impl SpendFeed {
+    fn feed(&mut self, machine: &mut Machine, spending: &RefCell<Ledger>) {
+        let ledger = spending.borrow();
+        if ledger.version() != self.seen {
+            self.seen = ledger.version();
+            machine.handle_spend(ledger.spend().clone());
+        }
     }
 }
 

@@ -57,6 +57,7 @@ pub fn exit_of(end: &JobEnd) -> Exit {
         JobEnd::Explained(e) if e.candidates.is_empty() => Exit::Exhausted,
         JobEnd::Explained(_) => Exit::Success,
         JobEnd::Exhausted { .. } => Exit::Exhausted,
+        JobEnd::OverBudget { .. } => Exit::OverBudget,
         JobEnd::Stopped(Stop::Signal(sig)) => sig.exit(),
         JobEnd::Stopped(Stop::Deadline) => Exit::Timeout,
         // A batch stopping for a setup problem: the job records nothing; as a signal would.
@@ -100,6 +101,16 @@ pub fn end_message(ended: &Ended) -> Option<String> {
             ),
             None => format!("failover exhausted: {reason}; {}", tried(&ended.tried)),
         },
+        JobEnd::OverBudget { why, last_error } => {
+            let last = last_error
+                .as_ref()
+                .map(|e| format!("; last error: {e}"))
+                .unwrap_or_default();
+            format!(
+                "budget reached: {why}; no further attempt was started; {}{last}",
+                tried(&ended.tried)
+            )
+        }
         JobEnd::EmptyAnswer if ended.tried.len() > 1 => format!(
             "Pi returned an empty answer and no other model was left; {}",
             tried(&ended.tried)

@@ -75,8 +75,16 @@ impl Run<'_> {
                 }
             };
         let mut status = self.console.status_line();
+        let spending = std::cell::RefCell::new(crate::budget::Ledger::new(inv.budget.clone()));
         let mut ended = session
-            .run(&request, self.health, &mut stops, self.console, &mut status)
+            .run(
+                &request,
+                self.health,
+                &spending,
+                &mut stops,
+                self.console,
+                &mut status,
+            )
             .await;
         // The answer first: stopping Pi and writing shared health afterwards must never delay it.
         ended.elapsed_ms = crate::driver::ms_since(self.started);

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::budget::OverBudget;
 use crate::exit::Exit;
 use crate::rpc::Usage;
 
@@ -161,6 +162,26 @@ impl Tally {
         );
         [counts, usage]
     }
+}
+
+/// The last line of a batch its budget stopped: why, and how many jobs of this shard have no
+/// result (`exact`: the whole input was read to count them; else a signal cut the count
+/// short). `durable`: results go to `--output`, so `--resume` runs them.
+pub fn budget_line(why: &OverBudget, left: u64, exact: bool, durable: bool) -> String {
+    let count = if exact {
+        format!("{left}")
+    } else {
+        format!("at least {left}")
+    };
+    let then = if durable {
+        "--resume runs them"
+    } else {
+        "with --output FILE, --resume would run them"
+    };
+    format!(
+        "batch stopped: budget reached: {why}; no new job or attempt was started; {count} job(s) \
+         left without a result ({then})"
+    )
 }
 
 #[cfg(test)]

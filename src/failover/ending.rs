@@ -22,6 +22,11 @@ pub enum SetupProblem {
         given: String,
         closest: Vec<String>,
     },
+    /// `--max-cost PROVIDER=AMOUNT` names a provider with no available model.
+    UnknownCapProvider {
+        given: String,
+        closest: Vec<String>,
+    },
     /// Pi refused to start on the `--model` given (`Error: Model "x" not found`); `closest`:
     /// the models a Pi without it lists, nearest first.
     PiRefusedModel {
@@ -54,6 +59,12 @@ impl std::fmt::Display for SetupProblem {
                 f,
                 "unknown provider '{given}': no available model has it; providers with \
                  available models: {}",
+                listing(closest)
+            ),
+            SetupProblem::UnknownCapProvider { given, closest } => write!(
+                f,
+                "--max-cost {given}=…: unknown provider '{given}': no available model has it; \
+                 providers with available models: {}",
                 listing(closest)
             ),
             SetupProblem::PiRefusedModel { wanted, closest } => write!(

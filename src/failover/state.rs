@@ -31,6 +31,9 @@ pub struct Config {
     pub model: Option<String>,
     /// When every candidate is cooling down, wait for the first breaker to reopen.
     pub wait: bool,
+    /// `--max-cost`: the process's spend caps (the spend comes in through
+    /// `Machine::handle_spend`).
+    pub budget: crate::budget::Caps,
 }
 
 /// Per-run options (batch mode runs many on one Pi).
@@ -82,6 +85,12 @@ pub enum Outcome {
     Setup(super::SetupProblem),
     /// `--explain`: what the run would do.
     Explained(Box<Explanation>),
+    /// No further attempt may start: the `--max-cost` total is reached, or every provider that
+    /// could take the request is over its own cap (exit 3; a batch leaves the job unrecorded).
+    OverBudget {
+        why: crate::budget::OverBudget,
+        last_error: Option<String>,
+    },
 }
 
 /// One failed (or successful) attempt, for `-v` and `--json`.
@@ -149,6 +158,12 @@ pub enum Action {
     },
     /// Read shared health again and pass it to `handle_health_reloaded` (while waiting).
     ReloadHealth,
+    /// A model call of this run cost `cost` on `provider` (Pi's `usage.cost`, positive): add
+    /// it to the process's spend, which comes back through `handle_spend`.
+    Spent {
+        provider: String,
+        cost: f64,
+    },
     /// A line for stderr (already without secrets except error text, which the driver redacts).
     Progress {
         line: String,
@@ -210,6 +225,9 @@ pub(super) enum SwitchReason {
     Probe,
     /// A breaker reopened after a wait.
     Reopened,
+    /// The start model's provider is over its `--max-cost` cap (this process's business: not
+    /// news for the shared switch log).
+    OverBudget,
 }
 
 impl SwitchReason {
@@ -220,6 +238,7 @@ impl SwitchReason {
             SwitchReason::Modality => "modality",
             SwitchReason::Probe => "probe",
             SwitchReason::Reopened => "reopened",
+            SwitchReason::OverBudget => "over budget",
         }
     }
 }

@@ -154,6 +154,7 @@ pub fn failover_config(
         provider: inv.provider.clone(),
         model: inv.model.clone(),
         wait: inv.wait.unwrap_or(wait_default),
+        budget: inv.budget.clone(),
     }
 }
 

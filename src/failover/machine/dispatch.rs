@@ -21,6 +21,15 @@ impl Machine {
         mode: Redispatch,
         reason: SwitchReason,
     ) {
+        // No attempt starts once the total cap is reached; a provider that went over its own
+        // cap since it was chosen is passed over.
+        if let Some(why) = self.budget.total_reached() {
+            return self.stop_for_budget(why);
+        }
+        if self.budget.capped(&model.provider) {
+            self.round.mark_tried(model.key());
+            return self.choose_and_switch(now, mode, reason);
+        }
         if let Some(target) = self.shared.needs_probe(&model, now.wall_ms) {
             self.phase = Phase::Claiming {
                 model,
@@ -69,10 +78,11 @@ impl Machine {
         self.tally.switched();
         // Skipping a start model already known to be dead is not news for the shared log
         // (a batch would otherwise write one entry per job).
-        if reason == SwitchReason::Unhealthy {
-            self.record(Delta::SkippedStart);
-        } else {
-            self.record(Delta::Switch(entry));
+        match reason {
+            SwitchReason::Unhealthy => self.record(Delta::SkippedStart),
+            // This process's spend cap: nothing the shared log should count.
+            SwitchReason::OverBudget => {}
+            _ => self.record(Delta::Switch(entry)),
         }
         // The round window restarts at each successful switch.
         self.round.switched(now.instant);

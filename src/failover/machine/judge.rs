@@ -39,7 +39,8 @@ impl Machine {
         // A one-off 5xx gets one immediate retry on the same model.
         let is_5xx = class == FailureClass::Endpoint
             && verdict.status.is_some_and(|s| (500..600).contains(&s));
-        if is_5xx && self.round.retry_same(&current.key()) {
+        if is_5xx && !self.budget.capped(&current.provider) && self.round.retry_same(&current.key())
+        {
             return Plan::RetrySame;
         }
         match self.best_candidate(now, current) {
@@ -69,6 +70,9 @@ impl Machine {
     pub(super) fn execute_with(&mut self, now: Now, plan: Plan, mode: Redispatch) {
         match plan {
             Plan::RetrySame => {
+                if let Some(why) = self.over_budget() {
+                    return self.stop_for_budget(why);
+                }
                 let key = self
                     .dispatch
                     .current()
@@ -202,6 +206,7 @@ impl Machine {
             isolated_endpoints: self.round.isolated(),
             avoided_families: self.request.avoided_families(),
             needs_images: self.request.needs_images(),
+            capped_providers: self.budget.capped_providers(),
             larger_context_than: self.request.larger_context_than(),
             min_context: self.request.tokens(),
             health: self.shared.health(),
@@ -240,9 +245,17 @@ impl Machine {
         }
     }
 
-    /// The pool without what can never take this request: wrong modality, too small a context
-    /// window, an avoided family. Breakers and the round's bookkeeping are not looked at.
+    /// The pool without what can never take this request in this run: wrong modality, too
+    /// small a context window, an avoided family, a provider over its spend cap. Breakers and
+    /// the round's bookkeeping are not looked at.
     fn static_candidates(&self) -> Vec<ModelInfo> {
+        let mut models = self.fitting_models();
+        models.retain(|m| !self.budget.capped(&m.provider));
+        models
+    }
+
+    /// The pool without what can never take this request, whatever was spent.
+    pub(super) fn fitting_models(&self) -> Vec<ModelInfo> {
         self.pi
             .pool()
             .iter()
@@ -254,6 +267,13 @@ impl Machine {
     /// Every candidate is blocked: when waiting is allowed and a breaker that heals by itself
     /// reopens before the deadline, wait for it (one status line) instead of giving up.
     fn try_wait(&mut self, now: Now, mode: Redispatch) -> bool {
+        // Out of candidates for lack of budget: nothing to wait for (this ends the run).
+        if !self.interrupted
+            && let Some(why) = self.over_budget()
+        {
+            self.stop_for_budget(why);
+            return true;
+        }
         if !self.cfg.wait || self.interrupted {
             return false;
         }

@@ -30,6 +30,7 @@ fn cfg() -> Config {
         provider: None,
         model: None,
         wait: false,
+        budget: crate::budget::Caps::default(),
     }
 }
 
@@ -1896,3 +1897,6 @@ fn cjk_text_counts_a_token_per_character() {
     assert_eq!(estimate_tokens(&report), 1290);
     assert_eq!(estimate_tokens("かなカナ한글"), 6);
 }
+
+#[path = "budget_tests.rs"]
+mod budget;
