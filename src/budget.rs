@@ -145,7 +145,7 @@ impl Caps {
     }
 
     /// Every one of `providers` (at least one) is over its own cap: nothing is left to spend
-    /// on, as when the total cap is reached.
+    /// on, as when the total cap is reached. Listed by name.
     pub fn all_capped<'a>(
         &self,
         spend: &Spend,
@@ -158,6 +158,7 @@ impl Caps {
             }
             over.push((p.to_string(), self.provider_reached(spend, p)?));
         }
+        over.sort_by(|a, b| a.0.cmp(&b.0));
         (!over.is_empty()).then_some(OverBudget::Providers(over))
     }
 }
@@ -307,6 +308,31 @@ impl Ledger {
     /// The total cap, when it is reached.
     pub fn total_reached(&self) -> Option<OverBudget> {
         self.caps.total_reached(&self.spend).map(OverBudget::Total)
+    }
+
+    /// `why` with the figures as they are now (what was under way when it was found has
+    /// finished and added its cost since). A total once reached stays reached; so do caps.
+    pub fn restate(&self, why: &OverBudget) -> OverBudget {
+        match why {
+            OverBudget::Total(over) => OverBudget::Total(Over {
+                cap: over.cap,
+                spent: self.spend.total.max(over.spent),
+            }),
+            OverBudget::Providers(list) => OverBudget::Providers(
+                list.iter()
+                    .map(|(p, over)| {
+                        let spent = self.spend.of(p).max(over.spent);
+                        (
+                            p.clone(),
+                            Over {
+                                cap: over.cap,
+                                spent,
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
+        }
     }
 }
 

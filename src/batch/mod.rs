@@ -391,11 +391,16 @@ impl Batch {
                 console.error_line(&e);
                 exit = jobs::worse(exit, Exit::Error);
             }
+            // The cap was reached with nothing left to do: the batch is simply done.
+            Some(Halt::Budget(_))
+                if counted == Some(true)
+                    && progress.total.load(Ordering::Relaxed) == tally.done() => {}
             Some(Halt::Budget(why)) => {
                 let left = progress
                     .total
                     .load(Ordering::Relaxed)
                     .saturating_sub(tally.done());
+                let why = shared.spending.borrow().restate(&why);
                 console.error_line(&summary::budget_line(
                     &why,
                     left,
