@@ -297,10 +297,10 @@ fn a_job_left_mid_failover_gets_no_line_and_the_one_in_flight_is_printed() {
     assert_eq!(lines[0]["id"], answered.as_str());
     assert_eq!(lines[0]["answer"], "Summary.");
     assert!(env.llm.requests_to("b", "m").is_empty(), "no next attempt");
-    out.assert_stderr_contains(&format!(
+    out.assert_stderr_contains(
         "batch stopped: budget reached: this run recorded cost 0.030000 of --max-cost 0.015; no \
          new job or attempt was started; 1 job(s) left without a result (with --output FILE, \
-         --resume would run them)"
-    ))
+         --resume would run them)",
+    )
     .assert_stderr_lacks(&format!("{failed}: exit"));
 }
