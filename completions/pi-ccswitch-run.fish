@@ -11,6 +11,7 @@ complete -c pi-ccswitch-run -l task-complexity -d 'Pick a thinking level from th
 low\t''
 medium\t''
 high\t''"
+complete -c pi-ccswitch-run -l max-cost -d 'Spend cap: once this run\'s recorded cost reaches COST no new job or attempt starts (exit 3); PROVIDER=COST caps one provider (skipped once reached). Repeatable, comma-separated' -r
 complete -c pi-ccswitch-run -l health-url -d 'Share breaker health through Redis (overrides CCSWITCH_HEALTH_URL)' -r
 complete -c pi-ccswitch-run -l reactivate -d 'Close the breakers of a model (provider/model) or of everything (all)' -r
 complete -c pi-ccswitch-run -l disable -d 'Exclude a model (provider/model) from every run until reactivated' -r

@@ -51,7 +51,7 @@ pub struct Caps {
 }
 
 impl Caps {
-    /// The `--max-cost` values, each `AMOUNT` or `PROVIDER=AMOUNT`, several in one value
+    /// The `--max-cost` values, each `COST` or `PROVIDER=COST`, several in one value
     /// separated by commas (`--max-cost 20,zai=5 --max-cost minimax=3`). The error is one line
     /// naming the value.
     pub fn parse(values: &[String]) -> Result<Caps, String> {
@@ -68,7 +68,7 @@ impl Caps {
     }
 
     fn take(&mut self, value: &str, item: &str) -> Result<(), String> {
-        let expected = "expected AMOUNT or PROVIDER=AMOUNT with a positive amount such as 5 or \
+        let expected = "expected COST or PROVIDER=COST with a positive amount such as 5 or \
                         0.25, several separated by commas";
         if item.is_empty() {
             return Err(format!(

@@ -39,7 +39,7 @@ fn bad_values_are_one_line_naming_the_value() {
         (vec![""], "--max-cost requires a value"),
         (
             vec!["-1"],
-            "--max-cost '-1': '-1' is not a positive amount; expected AMOUNT or PROVIDER=AMOUNT",
+            "--max-cost '-1': '-1' is not a positive amount; expected COST or PROVIDER=COST",
         ),
         (vec!["0"], "--max-cost '0': '0' is not a positive amount"),
         (vec!["0.000"], "'0.000' is not a positive amount"),

@@ -176,8 +176,8 @@ pub struct Cli {
     #[arg(long)]
     pub no_wait: bool,
 
-    /// Spend cap: once this run's recorded cost reaches AMOUNT no new job or attempt starts (exit 3); PROVIDER=AMOUNT caps that provider only (skipped once reached). Repeatable, comma-separated
-    #[arg(long, value_name = "[PROVIDER=]AMOUNT", allow_hyphen_values = true, action = ArgAction::Append)]
+    /// Spend cap: once this run's recorded cost reaches COST no new job or attempt starts (exit 3); PROVIDER=COST caps one provider (skipped once reached). Repeatable, comma-separated
+    #[arg(long, value_name = "[PROVIDER=]COST", allow_hyphen_values = true, action = ArgAction::Append)]
     pub max_cost: Vec<String>,
 
     /// More diagnostics on stderr (-v: every failure and switch; -vv: debug)
