@@ -146,10 +146,12 @@ impl Session {
                     }
                     Action::Spent { provider, cost } => {
                         // News once per process: the ledger says each cap once.
-                        for crossed in spending.borrow_mut().add(&provider, cost) {
+                        let crossed = spending.borrow_mut().add(&provider, cost);
+                        for c in crossed {
                             status.clear();
-                            console.progress_line(&crossed.to_string());
+                            console.progress_line(&c.to_string());
                         }
+                        spend.feed(&mut machine, spending);
                     }
                     Action::Progress { line, note } => {
                         let shown = if job.in_batch {
@@ -424,7 +426,9 @@ fn pi_warning(line: &str, label: &str, console: &Console, status: &mut StatusLin
 }
 
 /// Keeps the machine's copy of the process's spend current: other jobs of a batch spend while
-/// this one awaits, and what they spent must count before this one starts anything.
+/// this one awaits, and what they spent must count before this one starts anything. Fed before
+/// every machine input that can start an attempt, and after each `Action::Spent` is added, so
+/// the copy always holds every cost this machine reported (as `handle_spend` requires).
 #[derive(Default)]
 struct SpendFeed {
     /// The ledger version the machine last saw.

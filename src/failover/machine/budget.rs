@@ -121,6 +121,17 @@ impl Machine {
         self.finish(Outcome::OverBudget { why, last_error });
     }
 
+    /// The budget ran out (spent by other jobs) while the request was being set up for a
+    /// model: the prompt is not sent and the run ends; `true` when it did.
+    pub(super) fn out_of_budget_before_sending(&mut self) -> bool {
+        let Some(why) = self.over_budget() else {
+            return false;
+        };
+        self.wire.clear_queue();
+        self.stop_for_budget(why);
+        true
+    }
+
     /// Pi's own retry of the current model is one more request: not once out of budget, nor
     /// to a provider over its cap.
     pub(super) fn budget_forbids_retry(&self, current: &ModelInfo) -> bool {

@@ -264,3 +264,30 @@ fn a_cap_on_an_unknown_provider_stops_before_sending() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The budget spent elsewhere while the next model is being set up: the prompt is not sent.
+#[test]
+fn a_prompt_being_set_up_is_not_sent_once_the_budget_is_spent() {
+    let mut h = budgeted("1");
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    h.ok_prompt(&sent);
+    h.fail_settled(Q402);
+    let sent = h.sent();
+    let sent = h.answer_fork(sent);
+    let (id, cmd) = sent.last().cloned().expect("set_model");
+    assert!(matches!(cmd, Command::SetModel { .. }), "{cmd:?}");
+    h.m.handle_spend(spend(&[("b", 1.0)]));
+    h.respond(&id, "set_model", true, json!({}));
+    assert!(
+        !h.sent()
+            .iter()
+            .any(|(_, c)| matches!(c, Command::Prompt { .. })),
+        "no prompt"
+    );
+    assert!(matches!(h.outcome(), Outcome::OverBudget { .. }));
+    assert_eq!(
+        h.commands().iter().filter(|c| *c == "prompt").count(),
+        1,
+        "only the first attempt's"
+    );
+}

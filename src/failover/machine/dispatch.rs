@@ -150,6 +150,9 @@ impl Machine {
         let Some(cmd) = self.wire.next_queued() else {
             return;
         };
+        if matches!(cmd, Command::Prompt { .. }) && self.out_of_budget_before_sending() {
+            return;
+        }
         let tag = match &cmd {
             Command::GetForkMessages => Tag::ForkMessages,
             Command::Fork { .. } => Tag::Fork,
