@@ -695,6 +695,31 @@ mod tests {
         });
     }
 
+    /// The budget stops new jobs but lets the ones in flight finish; a signal (or a setup
+    /// problem) after it still cuts them short and is what the batch ends with.
+    #[test]
+    fn the_budget_lets_jobs_finish_and_a_signal_after_it_still_stops_them() {
+        let over = crate::budget::Caps::parse(&["1".to_string()])
+            .ok()
+            .and_then(|caps| {
+                let mut l = Ledger::new(caps);
+                l.add("zai", 2.0);
+                l.total_reached()
+            })
+            .expect("over budget");
+        let s = shared(2, 0);
+        s.halt(Halt::Budget(over.clone()));
+        assert_eq!(*s.stops.borrow(), None, "jobs in flight finish");
+        assert!(s.stopped());
+        s.halt(Halt::Closed);
+        assert_eq!(*s.stop.borrow(), Some(Halt::Budget(over.clone())));
+        s.halt(Halt::Signal(Interrupt::Term));
+        assert_eq!(*s.stop.borrow(), Some(Halt::Signal(Interrupt::Term)));
+        assert_eq!(*s.stops.borrow(), Some(JobStop::Signal(Interrupt::Term)));
+        s.halt(Halt::Budget(over));
+        assert_eq!(*s.stop.borrow(), Some(Halt::Signal(Interrupt::Term)));
+    }
+
     /// A setup problem cuts the jobs in flight short, as a signal does.
     #[test]
     fn a_setup_problem_interrupts_the_jobs_in_flight() {

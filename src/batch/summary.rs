@@ -259,6 +259,25 @@ mod tests {
     }
 
     #[test]
+    fn the_budget_line_says_why_and_how_many_are_left() {
+        let mut l = crate::budget::Ledger::new(
+            crate::budget::Caps::parse(&["0.5".to_string()]).expect("caps"),
+        );
+        l.add("zai", 0.75);
+        let why = l.total_reached().expect("reached");
+        assert_eq!(
+            budget_line(&why, 12, true, true),
+            "batch stopped: budget reached: this run recorded cost 0.750000 of --max-cost 0.5; \
+             no new job or attempt was started; 12 job(s) left without a result (--resume runs \
+             them)"
+        );
+        assert!(budget_line(&why, 3, false, false).ends_with(
+            "at least 3 job(s) left without a result (with --output FILE, --resume would run \
+                 them)"
+        ));
+    }
+
+    #[test]
     fn an_empty_batch_and_many_models_stay_bounded() {
         let t = Tally::default();
         assert!(t.lines(0, 0)[1].starts_with("batch: answers by model: none;"));
