@@ -23,7 +23,7 @@ pub enum SetupProblem {
         closest: Vec<String>,
     },
     /// `--max-cost PROVIDER=AMOUNT` names a provider with no available model.
-    UnknownCapProvider {
+    UnknownBudgetProvider {
         given: String,
         closest: Vec<String>,
     },
@@ -61,7 +61,7 @@ impl std::fmt::Display for SetupProblem {
                  available models: {}",
                 listing(closest)
             ),
-            SetupProblem::UnknownCapProvider { given, closest } => write!(
+            SetupProblem::UnknownBudgetProvider { given, closest } => write!(
                 f,
                 "--max-cost {given}=…: unknown provider '{given}': no available model has it; \
                  providers with available models: {}",

@@ -256,7 +256,7 @@ fn a_cap_on_an_unknown_provider_stops_before_sending() {
     let sent = h.start(model("a", "m1", false, 128_000), pool());
     assert!(sent.is_empty());
     match h.outcome() {
-        Outcome::Setup(p @ SetupProblem::UnknownCapProvider { .. }) => assert_eq!(
+        Outcome::Setup(p @ SetupProblem::UnknownBudgetProvider { .. }) => assert_eq!(
             p.to_string(),
             "--max-cost zaii=…: unknown provider 'zaii': no available model has it; providers \
              with available models: a, b, c"

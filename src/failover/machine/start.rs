@@ -184,7 +184,7 @@ impl Machine {
             .providers()
             .find(|p| !providers.contains(p))
         {
-            return Err(SetupProblem::UnknownCapProvider {
+            return Err(SetupProblem::UnknownBudgetProvider {
                 given: p.to_string(),
                 closest: closest_first(p, &providers),
             });
