@@ -11,6 +11,7 @@
 mod support;
 
 mod batch;
+mod budget;
 mod cli;
 mod docs;
 mod explain_and_retry;
