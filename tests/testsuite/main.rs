@@ -11,6 +11,7 @@
 mod support;
 
 mod batch;
+mod budget;
 mod capacity_runs;
 mod cli;
 mod docs;
