@@ -2,7 +2,8 @@
 //! server: a capacity signal with no other candidate is waited out on our own short poll, not
 //! through Pi's 2/4/8 s retries; with another candidate the run goes there; `--max-inflight`
 //! and `CCSWITCH_MAX_INFLIGHT` reject bad values (exit 2, naming them); `--explain` shows the
-//! limits a run would start from.
+//! limits a run would start from; a capacity signal that states a delay is waited that long, a
+//! longer stated delay opens the breaker until then.
 
 use std::time::Duration;
 
@@ -264,4 +265,69 @@ fn explain_shows_the_capacity_a_run_would_start_from(v: &str) {
             "glm: limit 1 (learned from its capacity signals), 0 in flight now",
         );
     assert_eq!(env.llm.requests().len(), sent, "--explain sends nothing");
+}
+
+/// Issue 24 with issue 23: a capacity signal that says when to send again (OpenAI's `Please try
+/// again in 1s`) pauses its provider for that long: with no other candidate the run sends
+/// again no sooner than the stated second (on our own wait, not Pi's retry), opens no breaker,
+/// and counts the pause as time waited for a slot.
+#[test]
+fn a_capacity_signal_stating_a_delay_is_waited_that_long() {
+    let env = solo(PI_NEWEST);
+    env.llm.script(
+        "a",
+        "m",
+        vec![
+            Behaviour::Status(429, bodies::openai_try_again_in("1s")),
+            Behaviour::Ok,
+        ],
+    );
+    let out = env.run(args(&["--json", "hi"]));
+    out.assert_success();
+    let j = out.json();
+    assert_eq!(j["attempts"][0]["capacity_signal"], true, "{}", out.dump());
+    let reqs = env.llm.requests_to("a", "m");
+    assert_eq!(reqs.len(), 2, "one refusal, one answer: {}", out.dump());
+    let gap = reqs[1].at - reqs[0].at;
+    eprintln!("a capacity signal stating 1s: sent again after {gap:?}");
+    assert!(
+        gap >= Duration::from_millis(1000),
+        "sent again after {gap:?}, before the stated second\n{}",
+        out.dump()
+    );
+    assert!(
+        j["capacity_wait_ms"].as_u64().is_some_and(|w| w >= 800),
+        "the pause is time waited for a slot: {}",
+        out.dump()
+    );
+    out.assert_stderr_lacks("breaker");
+}
+
+/// A rate limit that states a delay longer than a capacity pause lasts (20m30s) is a rate limit
+/// with a stated reset: the run goes to the other candidate at once and `--status` shows the
+/// provider's breaker open until the stated time.
+#[test]
+fn a_rate_limit_stating_a_long_delay_opens_the_breaker_until_then() {
+    let env = two(PI_NEWEST);
+    env.llm.script(
+        "a",
+        "m",
+        vec![Behaviour::Status(
+            429,
+            bodies::openai_try_again_in("20m30s"),
+        )],
+    );
+    let out = env.run(args(&["--json", "hi"]));
+    out.assert_success();
+    let j = out.json();
+    assert_eq!(j["model"]["provider"], "back", "{}", out.dump());
+    assert_eq!(j["attempts"][0]["capacity_signal"], false, "{}", out.dump());
+    assert_eq!(j["attempts"][0]["class"], "rate_limit", "{}", out.dump());
+    let status = env.run(["--status", "--json"]);
+    status.assert_success();
+    let text = status.stdout.clone();
+    assert!(
+        text.contains("\"stated_reset\""),
+        "the breaker keeps the stated reset: {text}"
+    );
 }
