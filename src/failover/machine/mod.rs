@@ -368,6 +368,9 @@ impl Machine {
             self.timers.stop(Timer::SlotCheck);
             self.slot_check(now);
         }
+        if self.timers.expired(Timer::SlotGrace, now.instant) {
+            self.admission_overdue(now);
+        }
         if matches!(self.phase, Phase::Waiting { .. }) {
             if self.timers.expired(Timer::WaitCheck, now.instant) {
                 // Checked again once the re-read health arrives.

@@ -22,6 +22,8 @@ impl Machine {
         if self.phase != Phase::Starting || !self.pi.ready() {
             return;
         }
+        // The pre-request grace runs from now, for health and the first slot together.
+        self.slot.open_window(now.instant + HEALTH_GRACE);
         if !self.shared.loaded() {
             // Pi is ready; shared health gets a short grace (see `HEALTH_GRACE`).
             self.timers
