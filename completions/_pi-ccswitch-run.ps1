@@ -31,6 +31,7 @@ Register-ArgumentCompleter -Native -CommandName 'pi-ccswitch-run' -ScriptBlock {
             [CompletionResult]::new('--thinking', '--thinking', [CompletionResultType]::ParameterName, 'Forwarded to Pi: thinking level (off, minimal, low, medium, high, xhigh, max)')
             [CompletionResult]::new('--models', '--models', [CompletionResultType]::ParameterName, 'Comma-separated model patterns (Pi''s syntax, resolved here); failover stays inside this scope')
             [CompletionResult]::new('--task-complexity', '--task-complexity', [CompletionResultType]::ParameterName, 'Pick a thinking level from the task: auto, low, medium or high (--thinking wins)')
+            [CompletionResult]::new('--max-cost', '--max-cost', [CompletionResultType]::ParameterName, 'Spend cap: once this run''s recorded cost reaches COST no new job or attempt starts (exit 3); PROVIDER=COST caps one provider (skipped once reached). Repeatable, comma-separated')
             [CompletionResult]::new('--health-url', '--health-url', [CompletionResultType]::ParameterName, 'Share breaker health through Redis (overrides CCSWITCH_HEALTH_URL)')
             [CompletionResult]::new('--max-inflight', '--max-inflight', [CompletionResultType]::ParameterName, 'Most requests in flight per provider, e.g. zhipu=3,dashscope=2 (overrides CCSWITCH_MAX_INFLIGHT); the learned limit never goes above it')
             [CompletionResult]::new('--reactivate', '--reactivate', [CompletionResultType]::ParameterName, 'Close the breakers of a model (provider/model) or of everything (all)')

@@ -4,12 +4,14 @@
 //! A [`Session`] is one Pi process, reused across the jobs of a batch worker; a single run is a
 //! session with one job.
 
+use std::cell::RefCell;
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
 use crate::agent::{self, Agent, PiGroups};
+use crate::budget::Ledger;
 use crate::catalog::ModelInfo;
 use crate::clock;
 use crate::console::{Console, StatusLine};
@@ -78,11 +80,13 @@ impl Session {
         self.agent.stop(STOP_GRACE).await;
     }
 
-    /// Runs one job to its end on this Pi.
+    /// Runs one job to its end on this Pi. `spending` is the process's spend (`--max-cost`),
+    /// shared by every job of a batch.
     pub async fn run(
         &mut self,
         job: &JobRequest,
         health: &HealthHandle,
+        spending: &RefCell<Ledger>,
         stops: &mut watch::Receiver<Option<Stop>>,
         console: &Console,
         status: &mut StatusLine,
@@ -119,6 +123,7 @@ impl Session {
             job.images.clone(),
             options,
         );
+        let mut spend = SpendFeed::default();
         let mut stopping: Option<(Stop, Instant)> = None;
         if let Some(stop) = *stops.borrow() {
             stopping = Some((stop, start.instant));
@@ -128,6 +133,7 @@ impl Session {
         let mut slot_events = health.slot_events();
         let mut ticker = tokio::time::interval(STATUS_TICK);
         let ended = 'run: loop {
+            spend.feed(&mut machine, spending);
             while let Some(action) = machine.poll_action() {
                 match action {
                     Action::Send { id, command } => {
@@ -150,6 +156,15 @@ impl Session {
                         tracing::debug!(id, ?op, "capacity →");
                         let reply = reply.then(|| replies_tx.clone());
                         health.capacity(id, op, clock::now().wall_ms, reply);
+                    }
+                    Action::Spent { provider, cost } => {
+                        // News once per process: the ledger says each cap once.
+                        let crossed = spending.borrow_mut().add(&provider, cost);
+                        for c in crossed {
+                            status.clear();
+                            console.progress_line(&c.to_string());
+                        }
+                        spend.feed(&mut machine, spending);
                     }
                     Action::Progress { line, note } => {
                         let shown = if job.in_batch {
@@ -196,25 +211,35 @@ impl Session {
                     break 'run Loop::Unsettled;
                 }
                 () = sleep_until(machine_deadline), if machine_deadline.is_some() => {
+                    spend.feed(&mut machine, spending);
                     machine.handle_timeout(clock::now());
                 }
-                Some(reply) = replies.recv() => match reply {
-                    Reply::Loaded { health } => machine.handle_health_loaded(clock::now(), health),
-                    Reply::Committed { seq, health: Some(merged) } => {
-                        machine.handle_health(seq, merged);
+                Some(reply) = replies.recv() => {
+                    // What other jobs spent meanwhile counts before anything starts.
+                    spend.feed(&mut machine, spending);
+                    match reply {
+                        Reply::Loaded { health } => {
+                            machine.handle_health_loaded(clock::now(), health);
+                        }
+                        Reply::Committed { seq, health: Some(merged) } => {
+                            machine.handle_health(seq, merged);
+                        }
+                        Reply::Committed { health: None, .. } => {}
+                        Reply::Probe { granted } => {
+                            machine.handle_probe_result(clock::now(), granted);
+                        }
+                        Reply::Reloaded { health } => {
+                            machine.handle_health_reloaded(clock::now(), health);
+                        }
+                        Reply::Capacity { id, reply } => {
+                            tracing::debug!(id, ?reply, "capacity ←");
+                            machine.handle_capacity(clock::now(), id, reply);
+                        }
                     }
-                    Reply::Committed { health: None, .. } => {}
-                    Reply::Probe { granted } => machine.handle_probe_result(clock::now(), granted),
-                    Reply::Reloaded { health } => {
-                        machine.handle_health_reloaded(clock::now(), health);
-                    }
-                    Reply::Capacity { id, reply } => {
-                        tracing::debug!(id, ?reply, "capacity ←");
-                        machine.handle_capacity(clock::now(), id, reply);
-                    }
-                },
+                }
                 changed = slot_events.changed(), if machine.awaiting_slot() => {
                     if changed.is_ok() {
+                        spend.feed(&mut machine, spending);
                         machine.handle_slot_freed(clock::now());
                     }
                 }
@@ -224,6 +249,7 @@ impl Session {
                 msg = self.agent.next() => match msg {
                     Ok(Some(msg)) => {
                         self.answered |= matches!(msg, crate::rpc::Incoming::Response(_));
+                        spend.feed(&mut machine, spending);
                         machine.handle_incoming(clock::now(), msg);
                     }
                     Ok(None) => break 'run Loop::PiExited,
@@ -336,6 +362,7 @@ impl Session {
                 Outcome::Aborted => JobEnd::Stopped(Stop::Halt),
                 Outcome::Fatal(f) => JobEnd::Fatal(f),
                 Outcome::Setup(p) => JobEnd::Setup(p),
+                Outcome::OverBudget { why, last_error } => JobEnd::OverBudget { why, last_error },
             },
             Loop::Unsettled => JobEnd::Stopped(stop.unwrap_or(Stop::Halt)),
             Loop::Malformed(reason) => JobEnd::PiLost(self.loss(Some(reason)).await),
@@ -431,6 +458,26 @@ fn pi_warning(line: &str, label: &str, console: &Console, status: &mut StatusLin
             "{label}Pi: {}",
             crate::pi_stderr::with_runner_advice(line)
         ));
+    }
+}
+
+/// Keeps the machine's copy of the process's spend current: other jobs of a batch spend while
+/// this one awaits, and what they spent must count before this one starts anything. Fed before
+/// every machine input that can start an attempt, and after each `Action::Spent` is added, so
+/// the copy always holds every cost this machine reported (as `handle_spend` requires).
+#[derive(Default)]
+struct SpendFeed {
+    /// The ledger version the machine last saw.
+    seen: u64,
+}
+
+impl SpendFeed {
+    fn feed(&mut self, machine: &mut Machine, spending: &RefCell<Ledger>) {
+        let ledger = spending.borrow();
+        if ledger.version() != self.seen {
+            self.seen = ledger.version();
+            machine.handle_spend(clock::now(), ledger.spend().clone());
+        }
     }
 }
 

@@ -9,6 +9,8 @@ pub enum Exit {
     Exhausted,
     /// Usage, attachment, configuration or Pi/RPC error.
     Error,
+    /// The `--max-cost` budget was reached: no new job or attempt was started.
+    OverBudget,
     /// The `--timeout-ms` deadline passed.
     Timeout,
     /// Interrupted by SIGINT.
@@ -19,10 +21,11 @@ pub enum Exit {
 
 impl Exit {
     /// Every exit, in table order.
-    pub const ALL: [Exit; 6] = [
+    pub const ALL: [Exit; 7] = [
         Exit::Success,
         Exit::Exhausted,
         Exit::Error,
+        Exit::OverBudget,
         Exit::Timeout,
         Exit::Interrupted,
         Exit::Terminated,
@@ -36,6 +39,9 @@ impl Exit {
                 "failover exhausted: no healthy candidate left, or the round window ran out"
             }
             Exit::Error => "usage, attachment, configuration or Pi/RPC error",
+            Exit::OverBudget => {
+                "the --max-cost budget was reached: no new job or attempt was started"
+            }
             Exit::Timeout => "the --timeout-ms deadline passed",
             Exit::Interrupted => "interrupted by SIGINT",
             Exit::Terminated => "terminated by SIGTERM or SIGHUP",
@@ -47,6 +53,7 @@ impl Exit {
             Exit::Success => 0,
             Exit::Exhausted => 1,
             Exit::Error => 2,
+            Exit::OverBudget => 3,
             Exit::Timeout => 124,
             Exit::Interrupted => 130,
             Exit::Terminated => 143,
@@ -70,7 +77,13 @@ mod tests {
                 "--help lacks exit code {code}:\n{help}"
             );
         }
-        for exit in [Exit::Success, Exit::Exhausted, Exit::Error, Exit::Timeout] {
+        for exit in [
+            Exit::Success,
+            Exit::Exhausted,
+            Exit::Error,
+            Exit::OverBudget,
+            Exit::Timeout,
+        ] {
             assert!(
                 help.contains(exit.meaning()),
                 "--help lacks {:?}",
@@ -85,6 +98,7 @@ mod tests {
             (Exit::Success, 0),
             (Exit::Exhausted, 1),
             (Exit::Error, 2),
+            (Exit::OverBudget, 3),
             (Exit::Timeout, 124),
             (Exit::Interrupted, 130),
             (Exit::Terminated, 143),

@@ -18,6 +18,7 @@
 pub mod agent;
 pub mod attach;
 pub mod batch;
+pub mod budget;
 pub mod capacity;
 pub mod catalog;
 pub mod cli;

@@ -57,6 +57,7 @@ pub fn exit_of(end: &JobEnd) -> Exit {
         JobEnd::Explained(e) if e.candidates.is_empty() => Exit::Exhausted,
         JobEnd::Explained(_) => Exit::Success,
         JobEnd::Exhausted { .. } => Exit::Exhausted,
+        JobEnd::OverBudget { .. } => Exit::OverBudget,
         JobEnd::Stopped(Stop::Signal(sig)) => sig.exit(),
         JobEnd::Stopped(Stop::Deadline) => Exit::Timeout,
         // A batch stopping for a setup problem: the job records nothing; as a signal would.
@@ -100,6 +101,16 @@ pub fn end_message(ended: &Ended) -> Option<String> {
             ),
             None => format!("failover exhausted: {reason}; {}", tried(&ended.tried)),
         },
+        JobEnd::OverBudget { why, last_error } => {
+            let last = last_error
+                .as_ref()
+                .map(|e| format!("; last error: {e}"))
+                .unwrap_or_default();
+            format!(
+                "budget reached: {why}; no further attempt was started; {}{last}",
+                tried(&ended.tried)
+            )
+        }
         JobEnd::EmptyAnswer if ended.tried.len() > 1 => format!(
             "Pi returned an empty answer and no other model was left; {}",
             tried(&ended.tried)
@@ -225,30 +236,6 @@ pub fn result_json(ended: &Ended) -> Value {
         "error": message.as_deref().map(redact),
         "retry": retry,
     })
-}
-
-/// `--explain`'s capacity lines: the limit each provider a run could use would start at.
-pub fn capacity_text(rows: &[crate::manage::capacity_status::CapacityRow]) -> String {
-    if rows.is_empty() {
-        return String::new();
-    }
-    let mut out = String::from("capacity (requests in flight per provider):\n");
-    for r in rows {
-        let limit = match (r.learned, r.congested) {
-            (Some(l), true) => format!("limit {l} (learned from its capacity signals)"),
-            (Some(l), false) => format!("limit {l} (growing: no capacity signal yet)"),
-            (None, _) => "nothing learned yet (starts at 2, or at --max-inflight)".to_string(),
-        };
-        let cap = r
-            .cap
-            .map_or_else(String::new, |c| format!(", --max-inflight {c}"));
-        out.push_str(&format!(
-            "  {}: {limit}, {} in flight now{cap}\n",
-            crate::redact::printable(&r.provider),
-            r.in_flight
-        ));
-    }
-    out
 }
 
 /// What was attached, for `--explain`.

@@ -12,7 +12,7 @@ use crate::exit::Exit;
 use crate::failover::explain::Explanation;
 use crate::health::service::HealthHandle;
 use crate::job::{self, Ended, JobEnd, JobRequest, Stop, ThinkingSource};
-use crate::manage::capacity_status::{CapacityRow, capacity_json, capacity_rows};
+use crate::manage::capacity_status::{CapacityRow, capacity_json, capacity_rows, capacity_text};
 use crate::output;
 use crate::settings::Settings;
 use crate::signals::Interrupt;
@@ -83,8 +83,16 @@ impl Run<'_> {
                 }
             };
         let mut status = self.console.status_line();
+        let spending = std::cell::RefCell::new(crate::budget::Ledger::new(inv.budget.clone()));
         let mut ended = session
-            .run(&request, self.health, &mut stops, self.console, &mut status)
+            .run(
+                &request,
+                self.health,
+                &spending,
+                &mut stops,
+                self.console,
+                &mut status,
+            )
             .await;
         // The answer first: stopping Pi and writing shared health afterwards must never delay it.
         ended.elapsed_ms = crate::driver::ms_since(self.started);
@@ -197,7 +205,7 @@ fn deliver(
                 text.push('\n');
             }
             text.push_str(&output::explanation_text(e, thinking_source, attachments));
-            text.push_str(&output::capacity_text(capacity));
+            text.push_str(&capacity_text(capacity));
             output::stdout_text(&text)
         }
         _ if inv.json => output::stdout_text(&format!("{}\n", output::result_json(ended))),

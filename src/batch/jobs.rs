@@ -391,13 +391,18 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
-/// The batch's exit code from its jobs' codes: an interrupt wins, then a timeout, then any
-/// input/Pi error, then any exhausted job.
+/// The batch's exit code from its jobs' codes: an interrupt wins, then the budget (the batch
+/// stopped with jobs left), then a timeout, then any input/Pi error, then any exhausted job.
 pub fn batch_exit(codes: &[Exit], interrupted: Option<Interrupt>) -> Exit {
     if let Some(sig) = interrupted {
         return sig.exit();
     }
-    for worst in [Exit::Timeout, Exit::Error, Exit::Exhausted] {
+    for worst in [
+        Exit::OverBudget,
+        Exit::Timeout,
+        Exit::Error,
+        Exit::Exhausted,
+    ] {
         if codes.contains(&worst) {
             return worst;
         }
@@ -413,7 +418,8 @@ pub fn worse(so_far: Exit, next: Exit) -> Exit {
         Exit::Exhausted => 1,
         Exit::Error => 2,
         Exit::Timeout => 3,
-        Exit::Interrupted | Exit::Terminated => 4,
+        Exit::OverBudget => 4,
+        Exit::Interrupted | Exit::Terminated => 5,
     };
     if rank(next) > rank(so_far) {
         next

@@ -223,10 +223,12 @@ fn batch_exit_precedence() {
     assert_eq!(batch_exit(&[Success, Exhausted], None), Exhausted);
     assert_eq!(batch_exit(&[Exhausted, Error], None), Error);
     assert_eq!(batch_exit(&[Error, Timeout], None), Timeout);
+    assert_eq!(batch_exit(&[Timeout, OverBudget, Error], None), OverBudget);
+    assert_eq!(batch_exit(&[OverBudget], Some(Interrupt::Int)), Interrupted);
     assert_eq!(batch_exit(&[Success], Some(Interrupt::Term)), Terminated);
     assert_eq!(batch_exit(&[], Some(Interrupt::Int)), Interrupted);
-    for a in [Success, Exhausted, Error, Timeout] {
-        for b in [Success, Exhausted, Error, Timeout] {
+    for a in [Success, Exhausted, Error, OverBudget, Timeout] {
+        for b in [Success, Exhausted, Error, OverBudget, Timeout] {
             assert_eq!(worse(a, b), batch_exit(&[a, b], None), "{a:?} {b:?}");
         }
     }

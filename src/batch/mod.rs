@@ -6,8 +6,10 @@
 //!
 //! The batch stops taking jobs when the input ends, on a signal (jobs in flight are cut short
 //! and record nothing), when the reader of stdout goes away, when results cannot be written,
-//! or at once on a setup problem (Pi not found, a Node too old, a scope that selects nothing):
-//! then one message, exit 2, and no job is marked as attempted.
+//! when the `--max-cost` budget is reached (jobs in flight finish; the jobs left get no result,
+//! the rest of the input is read to count them, exit 3), or at once on a setup problem (Pi not
+//! found, a Node too old, a scope that selects nothing): then one message, exit 2, and no job
+//! is marked as attempted.
 
 pub mod input;
 pub mod jobs;
@@ -18,6 +20,7 @@ pub mod sink;
 pub mod summary;
 pub mod worker;
 
+use std::cell::RefCell;
 use std::io::Read;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -28,6 +31,7 @@ use anyhow::Context as _;
 use tokio::sync::{Mutex, mpsc, watch};
 
 use crate::agent::PiGroups;
+use crate::budget::{Ledger, OverBudget};
 use crate::clock;
 use crate::console::Console;
 use crate::exit::Exit;
@@ -159,7 +163,7 @@ async fn open_input(file: &str) -> anyhow::Result<Box<dyn Read + Send>> {
 }
 
 /// Why the batch stopped taking jobs early.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 enum Halt {
     Signal(Interrupt),
     /// A setup problem: the message for stderr.
@@ -168,11 +172,15 @@ enum Halt {
     Closed,
     /// Results cannot be written.
     WriteFailed(String),
+    /// The `--max-cost` budget is reached (or every provider left is over its cap).
+    Budget(OverBudget),
 }
 
 /// What workers tell the collector.
 enum Event {
     Done(Box<Done>),
+    /// Job `index` was left unrecorded for lack of budget.
+    Left(usize),
     Setup(Box<Ended>),
     WriteFailed(Failure),
 }
@@ -237,6 +245,7 @@ impl Batch {
         } = self;
         let workers = plan.workers.max(1);
         let capacity = plan.capacity.clone();
+        let plan_budget = plan.config.budget.clone();
         let shared = Rc::new(Shared {
             plan,
             items: Mutex::new(items),
@@ -245,6 +254,7 @@ impl Batch {
             stops: watch::channel(None).0,
             printed: watch::channel(0).0,
             ordered,
+            spending: RefCell::new(Ledger::new(plan_budget)),
         });
         let (events_tx, mut events) = mpsc::channel::<Event>(workers * 2);
         let local = tokio::task::LocalSet::new();
@@ -258,6 +268,7 @@ impl Batch {
                 let ctx = worker::Ctx {
                     plan: &shared.plan,
                     health: &health,
+                    spending: &shared.spending,
                     console: &console,
                     groups: &groups,
                 };
@@ -297,7 +308,13 @@ impl Batch {
                                 done.capacity_wait_ms,
                             );
                             if shared.ordered {
-                                order.push(done.index, done.line);
+                                order.push(done.index, Some(done.line));
+                                shared.print_ready(&mut order, &sink).await;
+                            }
+                        }
+                        Some(Event::Left(index)) => {
+                            if shared.ordered {
+                                order.push(index, None);
                                 shared.print_ready(&mut order, &sink).await;
                             }
                         }
@@ -331,6 +348,14 @@ impl Batch {
         };
         let (mut tally, mut exit) = local.run_until(collector).await;
         local.await;
+        // The jobs left by the budget are counted: the rest of the input is read (and dropped)
+        // unless a signal comes first.
+        let over_budget = matches!(*shared.stop.borrow(), Some(Halt::Budget(_)));
+        let counted = if over_budget {
+            Some(shared.count_the_rest(&mut signals).await)
+        } else {
+            None
+        };
         drop(sink);
         let _ = sink_finished.await;
         // Shared health written after the last job: a moment at most (a slow store must not
@@ -388,6 +413,24 @@ impl Batch {
                 console.error_line(&e);
                 exit = jobs::worse(exit, Exit::Error);
             }
+            // The cap was reached with nothing left to do: the batch is simply done.
+            Some(Halt::Budget(_))
+                if counted == Some(true)
+                    && progress.total.load(Ordering::Relaxed) == tally.done() => {}
+            Some(Halt::Budget(why)) => {
+                let left = progress
+                    .total
+                    .load(Ordering::Relaxed)
+                    .saturating_sub(tally.done());
+                let why = shared.spending.borrow().restate(&why);
+                console.error_line(&summary::budget_line(
+                    &why,
+                    left,
+                    counted == Some(true),
+                    !shared.ordered,
+                ));
+                exit = jobs::worse(exit, Exit::OverBudget);
+            }
             Some(Halt::Closed | Halt::Setup(_)) | None => {}
         }
         exit
@@ -411,21 +454,26 @@ struct Shared {
     /// Index of the next result to print on stdout (input order only).
     printed: watch::Sender<usize>,
     ordered: bool,
+    /// What this process has spent, against `--max-cost`.
+    spending: RefCell<Ledger>,
 }
 
 impl Shared {
     /// Stops taking jobs. A signal or a setup problem also cuts the jobs in flight short; a
-    /// closed stdout or a failed write lets them finish.
+    /// closed stdout, a failed write or the budget lets them finish.
     fn halt(&self, why: Halt) {
         let cut = match &why {
             Halt::Signal(sig) => Some(JobStop::Signal(*sig)),
             // The same for a job as a signal: stop Pi, record nothing.
             Halt::Setup(_) => Some(JobStop::Halt),
-            Halt::Closed | Halt::WriteFailed(_) => None,
+            Halt::Closed | Halt::WriteFailed(_) | Halt::Budget(_) => None,
         };
-        // The first reason stands.
+        // The first reason stands, but a signal or a setup problem cuts the jobs a budget
+        // let finish, and says so.
         self.stop.send_if_modified(|s| {
-            let fresh = s.is_none();
+            let fresh = s.is_none()
+                || (matches!(s, Some(Halt::Budget(_)))
+                    && matches!(why, Halt::Signal(_) | Halt::Setup(_)));
             if fresh {
                 *s = Some(why);
             }
@@ -446,9 +494,13 @@ impl Shared {
         self.stop.borrow().is_some()
     }
 
-    /// Prints every result that is now next in input order.
-    async fn print_ready(&self, order: &mut order::Reorder<String>, sink: &Sink) {
+    /// Prints every result that is now next in input order (a job left by the budget has
+    /// none).
+    async fn print_ready(&self, order: &mut order::Reorder<Option<String>>, sink: &Sink) {
         while let Some(line) = order.pop() {
+            let Some(line) = line else {
+                continue;
+            };
             if matches!(
                 *self.stop.borrow(),
                 Some(Halt::Closed | Halt::WriteFailed(_))
@@ -484,6 +536,32 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// Reads the rest of the input, dropping it, so the jobs left can be counted; `false` when
+    /// a signal cut the count short.
+    async fn count_the_rest(&self, signals: &mut watch::Receiver<Option<Interrupt>>) -> bool {
+        let mut items = self.items.lock().await;
+        let mut watching = true;
+        loop {
+            tokio::select! {
+                item = items.recv() => if item.is_none() {
+                    return true;
+                },
+                changed = signals.changed(), if watching => match changed {
+                    Ok(()) => {
+                        let sig = *signals.borrow();
+                        if let Some(sig) = sig {
+                            self.halt(Halt::Signal(sig));
+                            return false;
+                        }
+                    }
+                    Err(_) => watching = false,
+                },
+            }
+        }
+    }
+}
+
 /// One worker's loop: take a job, run it, record it, until there is nothing more to do.
 async fn work(
     mut worker: Worker,
@@ -494,6 +572,12 @@ async fn work(
 ) {
     let mut stops = shared.stops.subscribe();
     while !shared.stopped() {
+        // Once the total is reached no new job starts.
+        let reached = shared.spending.borrow().total_reached();
+        if let Some(why) = reached {
+            shared.halt(Halt::Budget(why));
+            break;
+        }
         let Some(item) = shared.next_item().await else {
             break;
         };
@@ -511,6 +595,12 @@ async fn work(
                 }
             }
             Outcome::Unfinished => break,
+            Outcome::Left { index, why } => {
+                shared.halt(Halt::Budget(why));
+                if events.send(Event::Left(index)).await.is_err() {
+                    break;
+                }
+            }
             Outcome::Setup(ended) => {
                 let _ = events.send(Event::Setup(ended)).await;
                 break;
@@ -556,6 +646,7 @@ mod tests {
                 model: None,
                 wait: false,
                 max_inflight: Default::default(),
+                budget: crate::budget::Caps::default(),
             },
             timeout: Duration::from_secs(1),
             verbose: 0,
@@ -570,6 +661,7 @@ mod tests {
             stops: watch::channel(None).0,
             printed: watch::channel(0).0,
             ordered: true,
+            spending: RefCell::new(Ledger::default()),
         }
     }
 
@@ -625,6 +717,31 @@ mod tests {
                 "the first reason stands"
             );
         });
+    }
+
+    /// The budget stops new jobs but lets the ones in flight finish; a signal (or a setup
+    /// problem) after it still cuts them short and is what the batch ends with.
+    #[test]
+    fn the_budget_lets_jobs_finish_and_a_signal_after_it_still_stops_them() {
+        let over = crate::budget::Caps::parse(&["1".to_string()])
+            .ok()
+            .and_then(|caps| {
+                let mut l = Ledger::new(caps);
+                l.add("zai", 2.0);
+                l.total_reached()
+            })
+            .expect("over budget");
+        let s = shared(2, 0);
+        s.halt(Halt::Budget(over.clone()));
+        assert_eq!(*s.stops.borrow(), None, "jobs in flight finish");
+        assert!(s.stopped());
+        s.halt(Halt::Closed);
+        assert_eq!(*s.stop.borrow(), Some(Halt::Budget(over.clone())));
+        s.halt(Halt::Signal(Interrupt::Term));
+        assert_eq!(*s.stop.borrow(), Some(Halt::Signal(Interrupt::Term)));
+        assert_eq!(*s.stops.borrow(), Some(JobStop::Signal(Interrupt::Term)));
+        s.halt(Halt::Budget(over));
+        assert_eq!(*s.stop.borrow(), Some(Halt::Signal(Interrupt::Term)));
     }
 
     /// A setup problem cuts the jobs in flight short, as a signal does.

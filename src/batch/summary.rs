@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::budget::OverBudget;
 use crate::exit::Exit;
 use crate::rpc::Usage;
 
@@ -233,6 +234,26 @@ impl Tally {
     }
 }
 
+/// The last line of a batch its budget stopped: why, and how many jobs of this shard have no
+/// result (`exact`: the whole input was read to count them; else a signal cut the count
+/// short). `durable`: results go to `--output`, so `--resume` runs them.
+pub fn budget_line(why: &OverBudget, left: u64, exact: bool, durable: bool) -> String {
+    let count = if exact {
+        format!("{left}")
+    } else {
+        format!("at least {left}")
+    };
+    let then = if durable {
+        "--resume runs them"
+    } else {
+        "with --output FILE, --resume would run them"
+    };
+    format!(
+        "batch stopped: budget reached: {why}; no new job or attempt was started; {count} job(s) \
+         left without a result ({then})"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -320,6 +341,25 @@ mod tests {
             "{}",
             t.lines(10, 999)[0]
         );
+    }
+
+    #[test]
+    fn the_budget_line_says_why_and_how_many_are_left() {
+        let mut l = crate::budget::Ledger::new(
+            crate::budget::Caps::parse(&["0.5".to_string()]).expect("caps"),
+        );
+        l.add("zai", 0.75);
+        let why = l.total_reached().expect("reached");
+        assert_eq!(
+            budget_line(&why, 12, true, true),
+            "batch stopped: budget reached: this run recorded cost 0.750000 of --max-cost 0.5; \
+             no new job or attempt was started; 12 job(s) left without a result (--resume runs \
+             them)"
+        );
+        assert!(budget_line(&why, 3, false, false).ends_with(
+            "at least 3 job(s) left without a result (with --output FILE, --resume would run \
+                 them)"
+        ));
     }
 
     #[test]

@@ -103,6 +103,12 @@ pub enum Outcome {
     Finished(Box<Done>),
     /// Cut short by a signal (or by the batch stopping): it records nothing.
     Unfinished,
+    /// Out of budget (`--max-cost`) before it could end: it records nothing (`--resume` runs
+    /// it), and the batch starts no new job.
+    Left {
+        index: usize,
+        why: crate::budget::OverBudget,
+    },
     /// The configuration cannot work (Pi missing or dying at start, a scope that selects
     /// nothing…): the whole batch stops, and this job is not marked as attempted.
     Setup(Box<Ended>),
@@ -169,6 +175,8 @@ pub struct Worker {
 pub struct Ctx<'a> {
     pub plan: &'a Plan,
     pub health: &'a HealthHandle,
+    /// The process's spend against `--max-cost`, shared by every worker.
+    pub spending: &'a std::cell::RefCell<crate::budget::Ledger>,
     pub console: &'a Console,
     pub groups: &'a PiGroups,
 }
@@ -208,9 +216,15 @@ impl Worker {
                 input_hash,
             } => match self.job(&spec, ctx, stops).await {
                 Ran::Ended(ended) if matches!(ended.end, JobEnd::Stopped(_)) => Outcome::Unfinished,
-                Ran::Ended(ended) => Outcome::Finished(Box::new(
-                    self.done(index, number, &spec, input_hash, &ended),
-                )),
+                Ran::Ended(ended) => match &ended.end {
+                    JobEnd::OverBudget { why, .. } => Outcome::Left {
+                        index,
+                        why: why.clone(),
+                    },
+                    _ => Outcome::Finished(Box::new(
+                        self.done(index, number, &spec, input_hash, &ended),
+                    )),
+                },
                 Ran::Setup(ended) => Outcome::Setup(ended),
             },
         }
@@ -362,7 +376,14 @@ impl Worker {
                 continue;
             };
             let ended = session
-                .run(&request, ctx.health, stops, ctx.console, &mut quiet)
+                .run(
+                    &request,
+                    ctx.health,
+                    ctx.spending,
+                    stops,
+                    ctx.console,
+                    &mut quiet,
+                )
                 .await;
             if matches!(ended.end, JobEnd::Setup(_)) {
                 return Ran::Setup(Box::new(ended));

@@ -29,6 +29,7 @@ Exit codes:
   0    success: a model gave a complete answer (or --help/--version)
   1    failover exhausted: no healthy candidate left, or the round window ran out
   2    usage, attachment, configuration or Pi/RPC error
+  3    the --max-cost budget was reached: no new job or attempt was started
   124  the --timeout-ms deadline passed
   130  interrupted by SIGINT
   143  terminated by SIGTERM or SIGHUP";
@@ -169,6 +170,10 @@ pub struct Cli {
     /// Never wait for a breaker to reopen: end the run or job at once (single-run default)
     #[arg(long)]
     pub no_wait: bool,
+
+    /// Spend cap: once this run's recorded cost reaches COST no new job or attempt starts (exit 3); PROVIDER=COST caps one provider (skipped once reached). Repeatable, comma-separated
+    #[arg(long, value_name = "[PROVIDER=]COST", allow_hyphen_values = true, action = ArgAction::Append)]
+    pub max_cost: Vec<String>,
 
     /// More diagnostics on stderr (-v: every failure and switch; -vv: debug)
     #[arg(short, long, action = ArgAction::Count)]
@@ -353,6 +358,8 @@ pub struct Invocation {
     pub health_url: Option<String>,
     /// `--max-inflight`, when given (it replaces `CCSWITCH_MAX_INFLIGHT` whole).
     pub max_inflight: Option<std::collections::BTreeMap<String, u32>>,
+    /// `--max-cost`: this process's spend caps (none when not given).
+    pub budget: crate::budget::Caps,
     pub mode: Mode,
 }
 
@@ -669,6 +676,7 @@ impl Cli {
                     .map_err(|e| UsageError(format!("--max-inflight: {e}")))?,
             )
         };
+        let budget = crate::budget::Caps::parse(&self.max_cost).map_err(UsageError)?;
         if let Some(url) = &health_url
             && !["redis://", "rediss://", "unix://"]
                 .iter()
@@ -791,6 +799,7 @@ impl Cli {
             json: self.json,
             health_url,
             max_inflight,
+            budget,
             mode,
         })
     }

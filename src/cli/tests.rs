@@ -530,3 +530,75 @@ mod random_argv {
         }
     }
 }
+
+/// `--max-cost`: a total, provider caps, repeatable and comma-separated, for single runs and
+/// batches; every bad value is a one-line usage error naming it.
+#[test]
+fn max_cost_takes_a_total_and_provider_caps() {
+    let inv = run(&["--max-cost", "5", "--max-cost=zai=1.5,minimax=2", "hi"]).unwrap();
+    assert_eq!(
+        inv.budget,
+        crate::budget::Caps::parse(&["5,zai=1.5,minimax=2".to_string()]).unwrap()
+    );
+    assert_eq!(
+        inv.budget.providers().collect::<Vec<_>>(),
+        ["minimax", "zai"]
+    );
+    assert!(inv.pi_args().is_empty(), "not Pi's flag");
+    assert!(run(&["hi"]).unwrap().budget.is_empty());
+    let batch = run(&["--batch", "jobs.jsonl", "--max-cost", "0.25"]).unwrap();
+    assert!(matches!(batch.mode, Mode::Batch(_)));
+    assert!(!batch.budget.is_empty());
+    for (args, says) in [
+        (
+            vec!["--max-cost", "-1", "hi"],
+            "--max-cost '-1': '-1' is not a positive amount",
+        ),
+        (
+            vec!["--max-cost", "NaN", "hi"],
+            "--max-cost 'NaN': 'NaN' is not a positive amount",
+        ),
+        (
+            vec!["--max-cost", "inf", "hi"],
+            "'inf' is not a positive amount",
+        ),
+        (
+            vec!["--max-cost", "five", "hi"],
+            "'five' is not a positive amount",
+        ),
+        (
+            vec!["--max-cost", "0", "hi"],
+            "'0' is not a positive amount",
+        ),
+        (
+            vec!["--max-cost", "zai=", "hi"],
+            "--max-cost 'zai=': '' is not a positive amount",
+        ),
+        (vec!["--max-cost", "=1", "hi"], "'=1' names no provider"),
+        (vec!["--max-cost", "", "hi"], "--max-cost requires a value"),
+        (vec!["--max-cost"], "--max-cost requires a value"),
+        (
+            vec!["--max-cost", "1,", "hi"],
+            "--max-cost '1,' has an empty item",
+        ),
+        (
+            vec!["--max-cost", "zai=1", "--max-cost", "zai=2", "hi"],
+            "--max-cost gives provider 'zai' twice (zai=1 and zai=2)",
+        ),
+        (
+            vec!["--max-cost", "1", "--max-cost", "2", "hi"],
+            "--max-cost gives the total cap twice (1 and 2)",
+        ),
+        (
+            vec!["--batch", "-", "--max-cost", "x=-0.5"],
+            "--max-cost 'x=-0.5': '-0.5' is not a positive amount",
+        ),
+    ] {
+        let err = run(&args).expect_err(&format!("{args:?}"));
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains('\n'), "{err}");
+    }
+    // Control characters in the value are escaped, like any echoed value.
+    let err = run(&["--max-cost", "1\n2", "hi"]).unwrap_err();
+    assert!(!err.contains('\n'), "{err}");
+}

@@ -8,16 +8,16 @@
 //! no open breaker, lease or disable on its model/provider/endpoint; its server (normalised
 //! base URL) not down — no open endpoint breaker of another provider entry at the same base
 //! URL, and not isolated this round by endpoint failures under any entry (several keys of one
-//! provider are one entry each, sharing its server); accepts images when the request has
-//! images (unknown metadata excluded); a strictly larger context window after an overflow (missing = 0); family not
-//! avoided. The survivors are sorted by an ascending penalty, ties keeping pool order: same
-//! provider as the current model +1000; different model id +100 (ids compare
-//! case-insensitively by their last `/` segment, so a gateway's `z-ai/GLM-4.6` is the same
-//! model as `glm-4.6`); after a failure of the current model's key (auth, quota, rate limit),
-//! another base URL than the current model's +50 (the same model on another key of the same
-//! server first); different input set +20; different reasoning flag +10; smaller context
-//! window +5; history min(80, Σ 4·log2(n+1)) over the total failures n of its model, provider
-//! and endpoint records.
+//! provider are one entry each, sharing its server); provider not over its `--max-cost` cap;
+//! accepts images when the request has images (unknown metadata excluded); a strictly larger
+//! context window after an overflow (missing = 0); family not avoided. The survivors are
+//! sorted by an ascending penalty, ties keeping pool order: same provider as the current model
+//! +1000; different model id +100 (ids compare case-insensitively by their last `/` segment,
+//! so a gateway's `z-ai/GLM-4.6` is the same model as `glm-4.6`); after a failure of the
+//! current model's key (auth, quota, rate limit), another base URL than the current model's
+//! +50 (the same model on another key of the same server first); different input set +20;
+//! different reasoning flag +10; smaller context window +5; history min(80, Σ 4·log2(n+1))
+//! over the total failures n of its model, provider and endpoint records.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -40,6 +40,9 @@ pub struct Filter<'a> {
     pub avoided_families: &'a std::collections::BTreeMap<String, String>,
     /// The request carries images: only models that declare `image` input qualify.
     pub needs_images: bool,
+    /// Providers over their `--max-cost` cap: skipped like an open breaker, for the rest of
+    /// the run.
+    pub capped_providers: &'a BTreeSet<String>,
     /// After a context overflow: only windows strictly larger than this qualify.
     pub larger_context_than: Option<u64>,
     /// Estimated tokens of the request: a model whose declared window is smaller cannot take it.
@@ -75,6 +78,7 @@ fn admissible(m: &ModelInfo, current_key: &str, f: &Filter<'_>) -> bool {
     key != current_key
         && !f.tried.contains(&key)
         && !f.isolated_endpoints.contains(&Keys::of(m).endpoint)
+        && !f.capped_providers.contains(&m.provider)
         && f.health.blocked(m, f.now_ms, f.own_leases).is_none()
         && (!f.needs_images || m.accepts_images())
         && f.larger_context_than
@@ -267,6 +271,7 @@ mod tests {
         health: Health,
         needs_images: bool,
         larger_context_than: Option<u64>,
+        capped: BTreeSet<String>,
     }
 
     impl Round {
@@ -278,6 +283,7 @@ mod tests {
                 health: Health::default(),
                 needs_images: false,
                 larger_context_than: None,
+                capped: BTreeSet::new(),
             }
         }
 
@@ -299,6 +305,7 @@ mod tests {
                 same_server_first,
                 avoided_families: &self.avoided,
                 needs_images: self.needs_images,
+                capped_providers: &self.capped,
                 larger_context_than: self.larger_context_than,
                 min_context: 0,
                 health: &self.health,
@@ -419,6 +426,24 @@ mod tests {
         let mut r = Round::new();
         r.fail("b", Scope::Provider, FailureClass::Quota, 1);
         assert_eq!(r.rank(&current, &pool), ["c/m"]);
+    }
+
+    /// A provider over its `--max-cost` cap is skipped like an open provider breaker: the
+    /// same model elsewhere comes first, then a sibling on an uncapped provider.
+    #[test]
+    fn a_provider_over_its_spend_cap_is_skipped() {
+        let mut r = Round::new();
+        let pool = [
+            model("a", "m"),
+            model("b", "m"),
+            model("b", "n"),
+            model("c", "m"),
+        ];
+        assert_eq!(r.rank(&pool[0], &pool), ["b/m", "c/m", "b/n"]);
+        r.capped.insert("b".into());
+        assert_eq!(r.rank(&pool[0], &pool), ["c/m"]);
+        r.capped.insert("c".into());
+        assert!(r.rank(&pool[0], &pool).is_empty());
     }
 
     #[test]

@@ -27,6 +27,11 @@ pub enum SetupProblem {
         given: String,
         closest: Vec<String>,
     },
+    /// `--max-cost PROVIDER=AMOUNT` names a provider with no available model.
+    UnknownBudgetProvider {
+        given: String,
+        closest: Vec<String>,
+    },
     /// Pi refused to start on the `--model` given (`Error: Model "x" not found`); `closest`:
     /// the models a Pi without it lists, nearest first.
     PiRefusedModel {
@@ -64,6 +69,12 @@ impl std::fmt::Display for SetupProblem {
             SetupProblem::UnknownCapProvider { given, closest } => write!(
                 f,
                 "--max-inflight names provider '{given}', which has no available model; \
+                 providers with available models: {}",
+                listing(closest)
+            ),
+            SetupProblem::UnknownBudgetProvider { given, closest } => write!(
+                f,
+                "--max-cost {given}=…: unknown provider '{given}': no available model has it; \
                  providers with available models: {}",
                 listing(closest)
             ),

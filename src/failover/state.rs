@@ -33,6 +33,9 @@ pub struct Config {
     pub wait: bool,
     /// `--max-inflight`: provider → most requests in flight (its providers must exist).
     pub max_inflight: std::collections::BTreeMap<String, u32>,
+    /// `--max-cost`: the process's spend caps (the spend comes in through
+    /// `Machine::handle_spend`).
+    pub budget: crate::budget::Caps,
 }
 
 /// Per-run options (batch mode runs many on one Pi).
@@ -115,6 +118,12 @@ pub enum Outcome {
     Setup(super::SetupProblem),
     /// `--explain`: what the run would do.
     Explained(Box<Explanation>),
+    /// No further attempt may start: the `--max-cost` total is reached, or every provider that
+    /// could take the request is over its own cap (exit 3; a batch leaves the job unrecorded).
+    OverBudget {
+        why: crate::budget::OverBudget,
+        last_error: Option<String>,
+    },
 }
 
 /// One failed (or successful) attempt, for `-v` and `--json`.
@@ -191,6 +200,12 @@ pub enum Action {
         op: crate::capacity::ops::CapacityOp,
         reply: bool,
     },
+    /// A model call of this run cost `cost` on `provider` (Pi's `usage.cost`, positive): add
+    /// it to the process's spend, which comes back through `handle_spend`.
+    Spent {
+        provider: String,
+        cost: f64,
+    },
     /// A line for stderr (already without secrets except error text, which the driver redacts).
     Progress {
         line: String,
@@ -254,6 +269,9 @@ pub(super) enum SwitchReason {
     Reopened,
     /// The preferred model's provider had no free capacity slot.
     Capacity,
+    /// The start model's provider is over its `--max-cost` cap (this process's business: not
+    /// news for the shared switch log).
+    OverBudget,
 }
 
 impl SwitchReason {
@@ -265,6 +283,7 @@ impl SwitchReason {
             SwitchReason::Probe => "probe",
             SwitchReason::Reopened => "reopened",
             SwitchReason::Capacity => "capacity",
+            SwitchReason::OverBudget => "over budget",
         }
     }
 }

@@ -7,6 +7,7 @@ use std::process::ExitStatus;
 
 use crate::agent::SpawnError;
 use crate::attach::{AttachError, Prepared};
+use crate::budget::OverBudget;
 use crate::catalog::ModelInfo;
 use crate::failover::explain::Explanation;
 use crate::failover::reopen::RetryHint;
@@ -30,6 +31,13 @@ pub enum JobEnd {
     },
     /// The answer was empty and no other model was left to try.
     EmptyAnswer,
+    /// No further attempt could start for lack of budget (`--max-cost`): the total is
+    /// reached, or every provider that could take the request is over its own cap. A batch
+    /// leaves the job unrecorded, so `--resume` runs it.
+    OverBudget {
+        why: OverBudget,
+        last_error: Option<String>,
+    },
     /// The job was stopped before it ended by itself.
     Stopped(Stop),
     /// The configuration cannot work (found before any request): stops a batch.

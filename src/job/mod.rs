@@ -141,6 +141,7 @@ pub fn failover_config(
         model: inv.model.clone(),
         wait: inv.wait.unwrap_or(wait_default),
         max_inflight: max_inflight(settings, inv),
+        budget: inv.budget.clone(),
     }
 }
 

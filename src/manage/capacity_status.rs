@@ -97,6 +97,30 @@ pub fn capacity_json(rows: &[CapacityRow]) -> Value {
     )
 }
 
+/// `--explain`'s capacity lines: the limit each provider a run could use would start at.
+pub fn capacity_text(rows: &[CapacityRow]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("capacity (requests in flight per provider):\n");
+    for r in rows {
+        let limit = match (r.learned, r.congested) {
+            (Some(l), true) => format!("limit {l} (learned from its capacity signals)"),
+            (Some(l), false) => format!("limit {l} (growing: no capacity signal yet)"),
+            (None, _) => "nothing learned yet (starts at 2, or at --max-inflight)".to_string(),
+        };
+        let cap = r
+            .cap
+            .map_or_else(String::new, |c| format!(", --max-inflight {c}"));
+        out.push_str(&format!(
+            "  {}: {limit}, {} in flight now{cap}\n",
+            crate::redact::printable(&r.provider),
+            r.in_flight
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,8 @@
 mod support;
 
 mod batch;
+mod budget;
+mod capacity_runs;
 mod cli;
 mod docs;
 mod explain_and_retry;

@@ -24,6 +24,10 @@ use crate::health::Keys;
 pub const SLOT_POLL: Duration = Duration::from_millis(250);
 /// A held slot's lease is renewed this often (a third of its TTL).
 pub const SLOT_RENEW: Duration = Duration::from_millis(crate::capacity::DEFAULT_LEASE_TTL_MS / 3);
+/// How long an attempt waits for the store to grant its slot before it goes out without one:
+/// the first attempt's pre-request grace is shared with the wait for shared health (both
+/// within `HEALTH_GRACE` of Pi being ready, as README promises), later attempts get this long.
+pub const ADMIT_GRACE: Duration = super::HEALTH_GRACE;
 
 impl Machine {
     /// Takes a slot for `wanted` (or, when its provider is full, for the next candidate with
@@ -45,17 +49,89 @@ impl Machine {
             choices: self.slot.choices(&choices),
             release,
         };
+        self.ask_admission(now, id, op, choices, mode, reason);
+    }
+
+    /// Sends admission `op` and waits for its answer — but not past the run's pre-request
+    /// grace (a slow store must not hold the request up; see `ADMIT_GRACE`). A run already
+    /// waiting in line asks without a grace: the store answered it before, and a slow answer
+    /// only means a later slot.
+    fn ask_admission(
+        &mut self,
+        now: Now,
+        id: u64,
+        op: CapacityOp,
+        choices: Vec<ModelInfo>,
+        mode: Redispatch,
+        reason: SwitchReason,
+    ) {
         self.wire.push(Action::Capacity {
             id,
             op,
             reply: true,
         });
+        if !self.slot.waiting() {
+            let grace = self.slot.grace_until(now.instant, ADMIT_GRACE);
+            self.timers.set(Timer::SlotGrace, grace);
+        }
         self.phase = Phase::Admitting {
             id,
             choices,
             mode,
             reason,
         };
+    }
+
+    /// The store did not answer admission in time: the attempt goes out without a confirmed
+    /// slot (as when the store is down). The late answer is still read: a slot granted on the
+    /// provider the attempt went to is kept, any other given back.
+    pub(super) fn admission_overdue(&mut self, now: Now) {
+        self.timers.stop(Timer::SlotGrace);
+        let Phase::Admitting {
+            id,
+            choices,
+            mode,
+            reason,
+        } = self.phase.clone()
+        else {
+            return;
+        };
+        self.note(
+            Note::Detail,
+            "capacity: the store did not answer in time; sending without a confirmed slot"
+                .to_string(),
+        );
+        self.slot
+            .overdue(id, choices.iter().map(|m| m.provider.clone()).collect());
+        self.send_without_slot(now, choices, mode, reason);
+    }
+
+    /// The answer to an admission given up on (see `admission_overdue`).
+    fn late_admission(&mut self, now: Now, providers: Vec<String>, reply: CapacityReply) {
+        let CapacityReply::Admitted { index, .. } = reply else {
+            return;
+        };
+        let Some(provider) = providers.get(index) else {
+            return;
+        };
+        if self.slot.held() == Some(provider.as_str()) && !self.timers.is_set(Timer::SlotRenew) {
+            // The attempt went to this very provider: the slot is its own after all.
+            self.timers.set(Timer::SlotRenew, now.instant + SLOT_RENEW);
+            return;
+        }
+        let slot = self.slot.slot_id().to_string();
+        let id = self.slot.next_id();
+        self.wire.push(Action::Capacity {
+            id,
+            op: CapacityOp::Apply {
+                provider: provider.clone(),
+                delta: crate::capacity::CapacityDelta::Release {
+                    at: now.wall_ms,
+                    slot,
+                },
+            },
+            reply: false,
+        });
     }
 
     /// `wanted`, then the candidates a failover from it would take, one model per provider.
@@ -72,6 +148,9 @@ impl Machine {
 
     /// The store's answer to capacity operation `id`.
     pub fn handle_capacity(&mut self, now: Now, id: u64, reply: CapacityReply) {
+        if let Some(providers) = self.slot.take_overdue(id) {
+            return self.late_admission(now, providers, reply);
+        }
         if !self.slot.is_latest(id) {
             return;
         }
@@ -81,7 +160,10 @@ impl Machine {
                 choices,
                 mode,
                 reason,
-            } if asked == id => self.on_admission(now, choices, mode, reason, reply),
+            } if asked == id => {
+                self.timers.stop(Timer::SlotGrace);
+                self.on_admission(now, choices, mode, reason, reply);
+            }
             Phase::Refusing {
                 id: asked,
                 model,
@@ -359,19 +441,9 @@ impl Machine {
             choices: self.slot.choices(&others),
             release: self.slot.take_deferred(),
         };
-        self.wire.push(Action::Capacity {
-            id,
-            op,
-            reply: true,
-        });
         // When every other candidate is full too, the wait that follows includes `refused`:
         // whichever frees a slot first takes the request.
-        self.phase = Phase::Admitting {
-            id,
-            choices: others,
-            mode,
-            reason,
-        };
+        self.ask_admission(now, id, op, others, mode, reason);
     }
 
     /// Refused at concurrency 1 again and again: the provider is rate-limited after all — its

@@ -21,6 +21,15 @@ impl Machine {
         mode: Redispatch,
         reason: SwitchReason,
     ) {
+        // No attempt starts once the total cap is reached; a provider that went over its own
+        // cap since it was chosen is passed over.
+        if let Some(why) = self.budget.total_reached() {
+            return self.stop_for_budget(now, why);
+        }
+        if self.budget.capped(&model.provider) {
+            self.round.mark_tried(model.key());
+            return self.choose_and_switch(now, mode, reason);
+        }
         if let Some(target) = self.shared.needs_probe(&model, now.wall_ms) {
             self.phase = Phase::Claiming {
                 model,
@@ -75,6 +84,8 @@ impl Machine {
             SwitchReason::Unhealthy => self.record(Delta::SkippedStart),
             // A full provider is a matter of the moment, not news for the shared log.
             SwitchReason::Capacity => {}
+            // This process's spend cap: nothing the shared log should count.
+            SwitchReason::OverBudget => {}
             _ => self.record(Delta::Switch(entry)),
         }
         // The round window restarts at each successful switch.
@@ -143,6 +154,9 @@ impl Machine {
         let Some(cmd) = self.wire.next_queued() else {
             return;
         };
+        if matches!(cmd, Command::Prompt { .. }) && self.out_of_budget_before_sending(now) {
+            return;
+        }
         let tag = match &cmd {
             Command::GetForkMessages => Tag::ForkMessages,
             Command::Fork { .. } => Tag::Fork,

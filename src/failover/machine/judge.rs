@@ -53,7 +53,8 @@ impl Machine {
         // A one-off 5xx gets one immediate retry on the same model.
         let is_5xx = class == FailureClass::Endpoint
             && verdict.status.is_some_and(|s| (500..600).contains(&s));
-        if is_5xx && self.round.retry_same(&current.key()) {
+        if is_5xx && !self.budget.capped(&current.provider) && self.round.retry_same(&current.key())
+        {
             return Plan::RetrySame;
         }
         match self.best_candidate(now, current) {
@@ -83,6 +84,9 @@ impl Machine {
     pub(super) fn execute_with(&mut self, now: Now, plan: Plan, mode: Redispatch) {
         match plan {
             Plan::RetrySame => {
+                if let Some(why) = self.over_budget() {
+                    return self.stop_for_budget(now, why);
+                }
                 let key = self
                     .dispatch
                     .current()
@@ -253,6 +257,7 @@ impl Machine {
             same_server_first: self.round.key_failed(),
             avoided_families: self.request.avoided_families(),
             needs_images: self.request.needs_images(),
+            capped_providers: self.budget.capped_providers(),
             larger_context_than: self.request.larger_context_than(),
             min_context: self.request.tokens(),
             health: self.shared.health(),
@@ -291,9 +296,17 @@ impl Machine {
         }
     }
 
-    /// The pool without what can never take this request: wrong modality, too small a context
-    /// window, an avoided family. Breakers and the round's bookkeeping are not looked at.
+    /// The pool without what can never take this request in this run: wrong modality, too
+    /// small a context window, an avoided family, a provider over its spend cap. Breakers and
+    /// the round's bookkeeping are not looked at.
     fn static_candidates(&self) -> Vec<ModelInfo> {
+        let mut models = self.fitting_models();
+        models.retain(|m| !self.budget.capped(&m.provider));
+        models
+    }
+
+    /// The pool without what can never take this request, whatever was spent.
+    pub(super) fn fitting_models(&self) -> Vec<ModelInfo> {
         self.pi
             .pool()
             .iter()
@@ -308,6 +321,13 @@ impl Machine {
     /// its own place in a spread of [`RESTART_SPREAD_MS`], so the jobs that waited for one
     /// window do not all start at once.
     fn try_wait(&mut self, now: Now, mode: Redispatch) -> bool {
+        // Out of candidates for lack of budget: nothing to wait for (this ends the run).
+        if !self.interrupted
+            && let Some(why) = self.over_budget()
+        {
+            self.stop_for_budget(now, why);
+            return true;
+        }
         if !self.cfg.wait || self.interrupted {
             return false;
         }

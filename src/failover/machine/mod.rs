@@ -34,6 +34,8 @@ use crate::health::Health;
 use crate::rpc::{Command, Disposition, ImageContent, Incoming, Message, Response};
 
 mod attempt;
+mod budget;
+mod budget_view;
 mod capacity;
 mod dispatch;
 mod dispatch_state;
@@ -49,6 +51,7 @@ mod timers;
 mod wire;
 
 use attempt::AttemptState;
+use budget_view::BudgetView;
 use dispatch_state::DispatchState;
 use pi_view::PiView;
 use request::Request;
@@ -87,6 +90,7 @@ pub struct Machine {
     wire: Wire,
     tally: Tally,
     slot: SlotState,
+    budget: BudgetView,
     timers: TimerTable,
     phase: Phase,
     /// The decision taken on Pi's auto-retry, carried out once Pi settles.
@@ -124,6 +128,7 @@ impl Machine {
         let mut m = Machine {
             wire: Wire::new(&options.id_prefix),
             shared: SharedView::new(health, loaded, cfg.cooldown_scale),
+            budget: BudgetView::new(cfg.budget.clone()),
             cfg,
             opts: options,
             pi: PiView::default(),
@@ -287,6 +292,7 @@ impl Machine {
             Incoming::MessageUpdate {} => self.progress(now),
             Incoming::MessageEnd { message } if message.role == "assistant" => {
                 self.dispatch.assistant_seen();
+                self.price(&message);
                 self.attempt.assistant_ended(message);
                 self.progress(now);
             }
@@ -361,6 +367,9 @@ impl Machine {
         if self.timers.expired(Timer::SlotCheck, now.instant) {
             self.timers.stop(Timer::SlotCheck);
             self.slot_check(now);
+        }
+        if self.timers.expired(Timer::SlotGrace, now.instant) {
+            self.admission_overdue(now);
         }
         if matches!(self.phase, Phase::Waiting { .. }) {
             if self.timers.expired(Timer::WaitCheck, now.instant) {
@@ -626,6 +635,12 @@ impl Machine {
                 self.phase = Phase::Settling;
                 self.send(now, Command::AbortRetry, Tag::AbortRetry);
             }
+            exhaust @ Plan::Exhaust(_) if self.budget_forbids_retry(&current) => {
+                // Nowhere else to go, and no budget for another request there.
+                self.plan = Some(exhaust);
+                self.phase = Phase::Settling;
+                self.send(now, Command::AbortRetry, Tag::AbortRetry);
+            }
             Plan::Exhaust(_) => {
                 // Nowhere else to go: let Pi's own retry try the same model again.
                 self.note(
@@ -638,7 +653,9 @@ impl Machine {
                 );
                 self.plan = None;
             }
-            Plan::RetrySame if self.attempt.tools_since_prompt() => {
+            Plan::RetrySame
+                if self.attempt.tools_since_prompt() && !self.budget_forbids_retry(&current) =>
+            {
                 // Pi's own retry re-sends the exact conversation, tool results included; ours
                 // would have to add a continuation prompt. Worth its short backoff.
                 self.note(

@@ -24,6 +24,10 @@ pub(super) struct SlotState {
     waited_ms: u64,
     /// The pause the last capacity signal stated, until the refusal goes out.
     pause_ms: u64,
+    /// The end of the first attempt's pre-request grace (set when Pi is ready).
+    window: Option<Instant>,
+    /// An admission given up on for being slow: its id and the providers of its choices.
+    overdue: Option<(u64, Vec<String>)>,
 }
 
 /// How an attempt's slot is given back.
@@ -48,6 +52,34 @@ impl SlotState {
             waiting_since: None,
             waited_ms: 0,
             pause_ms: 0,
+            window: None,
+            overdue: None,
+        }
+    }
+
+    /// Pi is ready: the first attempt's pre-request grace ends at `until` (kept if already set).
+    pub(super) fn open_window(&mut self, until: Instant) {
+        self.window.get_or_insert(until);
+    }
+
+    /// How long an admission sent at `now` may wait: the first within the pre-request window,
+    /// later ones `grace` each.
+    pub(super) fn grace_until(&mut self, now: Instant, grace: std::time::Duration) -> Instant {
+        match self.window.take() {
+            Some(end) => end.max(now),
+            None => now + grace,
+        }
+    }
+
+    pub(super) fn overdue(&mut self, id: u64, providers: Vec<String>) {
+        self.overdue = Some((id, providers));
+    }
+
+    /// The providers of admission `id` if it was given up on (its answer is late).
+    pub(super) fn take_overdue(&mut self, id: u64) -> Option<Vec<String>> {
+        match &self.overdue {
+            Some((late, _)) if *late == id => self.overdue.take().map(|(_, p)| p),
+            _ => None,
         }
     }
 
@@ -146,6 +178,10 @@ impl SlotState {
     /// Gives the held slot back (at `at`, wall ms) the way `ending` says: the delta to store
     /// and the provider it is for, or `None` when no slot is held.
     pub(super) fn give_back(&mut self, ending: Ending, at: u64) -> Option<(String, CapacityDelta)> {
+        // A late grant for an admission given up on is applied before this give-back (the
+        // store applies one run's operations in order), so this gives it back too, if it was
+        // on the same provider; one on another provider runs out with its lease.
+        self.overdue = None;
         let provider = self.held.take()?;
         let slot = self.slot_id().to_string();
         let limits = self.limits(&provider);

@@ -22,6 +22,8 @@ impl Machine {
         if self.phase != Phase::Starting || !self.pi.ready() {
             return;
         }
+        // The pre-request grace runs from now, for health and the first slot together.
+        self.slot.open_window(now.instant + HEALTH_GRACE);
         if !self.shared.loaded() {
             // Pi is ready; shared health gets a short grace (see `HEALTH_GRACE`).
             self.timers
@@ -96,6 +98,8 @@ impl Machine {
                 self.round.mark_tried(current.key());
                 let reason = if self.request.needs_images() && !current.accepts_images() {
                     SwitchReason::Modality
+                } else if self.budget.capped(&current.provider) {
+                    SwitchReason::OverBudget
                 } else {
                     SwitchReason::Unhealthy
                 };
@@ -186,6 +190,18 @@ impl Machine {
                 closest: closest_first(p, &providers),
             });
         }
+        // A cap on a provider Pi does not list would guard nothing: a typo, as for --provider.
+        if let Some(p) = self
+            .budget
+            .caps()
+            .providers()
+            .find(|p| !providers.contains(p))
+        {
+            return Err(SetupProblem::UnknownBudgetProvider {
+                given: p.to_string(),
+                closest: closest_first(p, &providers),
+            });
+        }
         if let Some(wanted) = &self.cfg.model
             && let Some(pi_model) = self.pi.pi_model()
             && !keys.contains(&pi_model.key())
@@ -232,6 +248,13 @@ impl Machine {
         {
             return Some(format!(
                 "too small for the request (context window {window} < ~{needed} tokens)"
+            ));
+        }
+        if let Some(over) = self.budget.over(&current.provider) {
+            let p = &current.provider;
+            return Some(format!(
+                "over its --max-cost cap ({p} recorded cost {:.6} of {p}={})",
+                over.spent, over.cap
             ));
         }
         let blocked = self

@@ -31,6 +31,7 @@ fn cfg() -> Config {
         model: None,
         wait: false,
         max_inflight: Default::default(),
+        budget: crate::budget::Caps::default(),
     }
 }
 
@@ -1898,6 +1899,8 @@ fn cjk_text_counts_a_token_per_character() {
     assert_eq!(estimate_tokens("かなカナ한글"), 6);
 }
 
+#[path = "tests/budget.rs"]
+mod budget;
 #[path = "tests/capacity.rs"]
 mod capacity;
 #[path = "tests/stated.rs"]

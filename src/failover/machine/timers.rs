@@ -25,9 +25,11 @@ pub(super) enum Timer {
     SlotCheck,
     /// Renew the held capacity slot's lease then.
     SlotRenew,
+    /// Stop waiting for the store to grant a slot then (see `ADMIT_GRACE`).
+    SlotGrace,
 }
 
-const COUNT: usize = 8;
+const COUNT: usize = 9;
 
 impl Timer {
     fn index(self) -> usize {

@@ -339,7 +339,8 @@ fn jobs_wait_for_a_reopening_breaker_and_no_wait_fails_at_once() {
     out.check(out.elapsed.as_secs() < 20, "no waiting");
 }
 
-/// Without `-v`: one line per breaker change and one per failed job, then the summary; with
+/// Without `-v`: one line per breaker change and one per failed job, then the summary (its
+/// capacity line included); with
 /// `-v` a line for every job too.
 #[test]
 fn stderr_is_quiet_without_v_and_says_everything_with_it() {
@@ -352,7 +353,7 @@ fn stderr_is_quiet_without_v_and_says_everything_with_it() {
     let out = batch_stdin(&env, &flags, input.as_bytes());
     out.assert_code(2);
     let lines = out.stderr_lines();
-    assert_eq!(lines.len(), 4, "{}", out.dump());
+    assert_eq!(lines.len(), 5, "{}", out.dump());
     assert_eq!(
         lines
             .iter()
@@ -370,6 +371,11 @@ fn stderr_is_quiet_without_v_and_says_everything_with_it() {
         lines[3].starts_with(
             "[ccswitch] batch: answers by model: back/m 6; tokens: 66 input, 42 output,"
         )
+    );
+    assert!(
+        lines[4].starts_with("[ccswitch] batch: capacity: back 6 answered, 0 capacity signals"),
+        "{}",
+        out.dump()
     );
 
     let mut flags = vec!["--jobs", "2", "-v"];

@@ -8,6 +8,8 @@
 //! and for Redis a 1 ms TTL on every lease key, after which the server drops them by itself.
 //!
 //! Redis-only behaviour (timeouts, outages, URLs, many processes) is in `health_redis_store.rs`.
+//! The capacity records (issue 23) have their own part of the suite, on the in-memory store as
+//! well, in `backends/capacity.rs`.
 
 use std::sync::Barrier;
 use std::time::Duration;
@@ -191,6 +193,8 @@ macro_rules! behaviours {
         mod redis { $( #[test] fn $name() { super::$name(&super::Redis::new()) } )* }
     };
 }
+
+mod capacity;
 
 behaviours!(
     deltas_add_up,

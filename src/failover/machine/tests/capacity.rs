@@ -6,7 +6,8 @@ use super::*;
 use crate::capacity::ops::{CapacityOp, CapacityReply};
 use crate::capacity::{CapacityDelta, Change, Outcome as Decided, Verdict};
 use crate::failover::CapacityOptions;
-use crate::failover::machine::capacity::{SLOT_POLL, SLOT_RENEW};
+use crate::failover::machine::HEALTH_GRACE;
+use crate::failover::machine::capacity::{ADMIT_GRACE, SLOT_POLL, SLOT_RENEW};
 
 const RL: &str = r#"429: {"error":{"code":"1302","message":"High concurrency usage of this API, please reduce concurrency"}}"#;
 
@@ -188,6 +189,82 @@ fn every_choice_full_waits_and_asks_again_on_a_poll_or_a_freed_slot() {
     // A reply to an older admission changes nothing.
     h.m.handle_capacity(h.now(), first, CapacityReply::Full { next_expiry: None });
     assert!(!h.m.awaiting_slot());
+}
+
+/// Issue 20's promise with issue 23's slots: a store that does not grant the first slot
+/// within the pre-request grace (shared with the wait for health: `HEALTH_GRACE` after Pi is
+/// ready) does not hold the request up — it goes out without a confirmed slot; the late
+/// grant on that provider is kept (and renewed), as if it had come in time.
+#[test]
+fn a_slow_admission_sends_the_request_at_the_grace_and_keeps_the_late_slot() {
+    let mut h = slotted();
+    let ready = h.now().instant;
+    let sent = h.start(model("a", "m1", false, 128_000), pool());
+    assert!(sent.is_empty());
+    let (first, _) = h.last_admission();
+    assert_eq!(h.m.poll_deadline(), Some(ready + HEALTH_GRACE));
+    h.advance(HEALTH_GRACE.as_millis() as u64);
+    h.m.handle_timeout(h.now());
+    let sent = h.sent();
+    assert!(
+        sent.iter()
+            .any(|(_, c)| matches!(c, Command::Prompt { .. })),
+        "sent at the grace: {sent:?}"
+    );
+    h.ok_prompt(&sent);
+    h.advance(100);
+    h.m.handle_capacity(
+        h.now(),
+        first,
+        CapacityReply::Admitted {
+            index: 0,
+            limit: 2,
+            in_flight: 1,
+        },
+    );
+    assert!(
+        h.give_backs().is_empty(),
+        "the slot the attempt went with is kept"
+    );
+    h.answer("Hello.");
+    assert_eq!(answered_by(&h), "a/m1 Hello.");
+    assert_eq!(h.give_backs(), [("a".to_string(), "answered")]);
+}
+
+/// A late grant on a provider the attempt did not go to is given back at once; a failover's
+/// admission gets `ADMIT_GRACE` of its own.
+#[test]
+fn a_late_slot_elsewhere_is_given_back_and_later_admissions_get_their_own_grace() {
+    let mut h = slotted();
+    h.start(model("a", "m1", false, 128_000), pool());
+    let (first, _) = h.last_admission();
+    h.advance(HEALTH_GRACE.as_millis() as u64);
+    h.m.handle_timeout(h.now());
+    let sent = h.sent();
+    h.ok_prompt(&sent);
+    h.m.handle_capacity(
+        h.now(),
+        first,
+        CapacityReply::Admitted {
+            index: 1,
+            limit: 2,
+            in_flight: 1,
+        },
+    );
+    assert_eq!(h.give_backs(), [("b".to_string(), "release")]);
+    // A quota failure on `a`: the failover asks for a slot and waits `ADMIT_GRACE` at most.
+    h.advance(1000);
+    h.fail_settled(Q402);
+    let (second, choices) = h.last_admission();
+    assert!(second > first, "a new admission");
+    assert_eq!(choices[0], "b");
+    assert_eq!(h.m.poll_deadline(), Some(h.now().instant + ADMIT_GRACE));
+    h.advance(ADMIT_GRACE.as_millis() as u64);
+    h.m.handle_timeout(h.now());
+    let sent = h.sent();
+    h.complete_redispatch(sent);
+    h.answer("From b.");
+    assert_eq!(answered_by(&h), "b/m1 From b.");
 }
 
 #[test]

@@ -211,7 +211,7 @@ impl Conn {
                     conn = Some(c);
                     break;
                 }
-                Err(e) => last = e.to_string(),
+                Err(e) => last = said(&e),
             }
         }
         let mut conn = conn.ok_or_else(|| unreachable(last))?;
@@ -236,7 +236,7 @@ impl Conn {
             return Err(if e.code().is_some() {
                 ConnectError::Auth(self.scrub(&server_error_text(&e)))
             } else {
-                unreachable(e.to_string())
+                unreachable(said(&e))
             });
         }
         if self.url.db != 0 {
@@ -295,5 +295,15 @@ fn resolve(host: &str, port: u16, within: Duration) -> Result<Vec<SocketAddr>, S
             "resolving {host} took longer than {} ms",
             within.as_millis()
         )),
+    }
+}
+
+/// A client-side failure in words: a read or write that ran out of time is said so (the OS's
+/// own text for it is "Resource temporarily unavailable").
+fn said(e: &redis::RedisError) -> String {
+    if e.is_timeout() {
+        "no answer in time".to_string()
+    } else {
+        e.to_string()
     }
 }
