@@ -14,12 +14,14 @@ use crate::rpc::Message;
 
 impl Machine {
     /// The process's spend so far (every batch worker's), including every
-    /// [`Action::Spent`] this run has emitted. A run waiting for a breaker to reopen stops
-    /// waiting once it is out of budget.
+    /// [`Action::Spent`] this run has emitted. A run waiting for a breaker to reopen or for a
+    /// capacity slot stops waiting once it is out of budget.
     pub fn handle_spend(&mut self, now: Now, spend: Spend) {
         self.budget.replace(spend);
-        if matches!(self.phase, Phase::Waiting { .. })
-            && let Some(why) = self.over_budget()
+        if matches!(
+            self.phase,
+            Phase::Waiting { .. } | Phase::AwaitingSlot { .. }
+        ) && let Some(why) = self.over_budget()
         {
             self.stop_for_budget(now, why);
         }

@@ -291,3 +291,50 @@ fn a_prompt_being_set_up_is_not_sent_once_the_budget_is_spent() {
         "only the first attempt's"
     );
 }
+
+/// A job waiting in line for a capacity slot stops waiting as soon as other jobs have spent the
+/// budget: it ends over budget at once, not when a slot frees up.
+#[test]
+fn a_job_waiting_for_a_slot_stops_when_the_budget_is_spent_elsewhere() {
+    let mut h = H::from_machine(|now| {
+        Machine::with_options(
+            now,
+            cfg_with(|c| c.budget = caps("1")),
+            Health::default(),
+            "Summarise.".into(),
+            vec![],
+            Options {
+                capacity: Some(crate::failover::CapacityOptions {
+                    slot: "host:1:w0".into(),
+                    initial: 2,
+                    caps: Default::default(),
+                }),
+                ..Options::default()
+            },
+        )
+    });
+    h.start(model("a", "m1", false, 128_000), pool());
+    h.drain();
+    let id = h
+        .log
+        .iter()
+        .rev()
+        .find_map(|a| match a {
+            Action::Capacity { id, .. } => Some(*id),
+            _ => None,
+        })
+        .expect("an admission");
+    h.m.handle_capacity(
+        h.now(),
+        id,
+        crate::capacity::ops::CapacityReply::Full { next_expiry: None },
+    );
+    assert!(h.m.awaiting_slot());
+    h.advance(50);
+    h.m.handle_spend(h.now(), spend(&[("b", 1.0)]));
+    assert!(
+        matches!(h.outcome(), Outcome::OverBudget { .. }),
+        "{:?}",
+        h.m.outcome()
+    );
+}
