@@ -51,6 +51,7 @@ impl Plan {
     pub fn capacity_for(&self, n: usize) -> crate::failover::CapacityOptions {
         crate::failover::CapacityOptions {
             slot: format!("{}:w{n}", self.capacity.slot),
+            pre_request_grace: false,
             ..self.capacity.clone()
         }
     }

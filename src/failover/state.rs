@@ -79,6 +79,10 @@ pub struct CapacityOptions {
     pub initial: u32,
     /// `--max-inflight`: provider → the most requests in flight.
     pub caps: std::collections::BTreeMap<String, u32>,
+    /// A single run: its first slot waits for the store at most the pre-request grace (shared
+    /// with the wait for health), then the request goes out without a confirmed slot. A batch
+    /// job waits for its slots (a slow store's budget, past which capacity is per process).
+    pub pre_request_grace: bool,
 }
 
 impl CapacityOptions {

@@ -169,6 +169,7 @@ pub fn capacity_options(
         slot,
         initial: u32::try_from(initial.max(1)).unwrap_or(u32::MAX),
         caps: max_inflight(settings, inv),
+        pre_request_grace: worker.is_none(),
     }
 }
 

@@ -24,10 +24,6 @@ use crate::health::Keys;
 pub const SLOT_POLL: Duration = Duration::from_millis(250);
 /// A held slot's lease is renewed this often (a third of its TTL).
 pub const SLOT_RENEW: Duration = Duration::from_millis(crate::capacity::DEFAULT_LEASE_TTL_MS / 3);
-/// How long an attempt waits for the store to grant its slot before it goes out without one:
-/// the first attempt's pre-request grace is shared with the wait for shared health (both
-/// within `HEALTH_GRACE` of Pi being ready, as README promises), later attempts get this long.
-pub const ADMIT_GRACE: Duration = super::HEALTH_GRACE;
 
 impl Machine {
     /// Takes a slot for `wanted` (or, when its provider is full, for the next candidate with
@@ -52,10 +48,11 @@ impl Machine {
         self.ask_admission(now, id, op, choices, mode, reason);
     }
 
-    /// Sends admission `op` and waits for its answer — but not past the run's pre-request
-    /// grace (a slow store must not hold the request up; see `ADMIT_GRACE`). A run already
-    /// waiting in line asks without a grace: the store answered it before, and a slow answer
-    /// only means a later slot.
+    /// Sends admission `op` and waits for its answer — for a single run's first slot not past
+    /// the pre-request grace (a slow store must not hold up the first request, as README
+    /// promises). Every other admission waits for the store: a slow one answers within its
+    /// budget, past which the health service counts it as down and answers from per-process
+    /// limits — so a slow store never lets a batch send past its caps.
     fn ask_admission(
         &mut self,
         now: Now,
@@ -70,8 +67,9 @@ impl Machine {
             op,
             reply: true,
         });
-        if !self.slot.waiting() {
-            let grace = self.slot.grace_until(now.instant, ADMIT_GRACE);
+        if !self.slot.waiting()
+            && let Some(grace) = self.slot.grace_until(now.instant)
+        {
             self.timers.set(Timer::SlotGrace, grace);
         }
         self.phase = Phase::Admitting {

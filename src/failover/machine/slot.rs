@@ -57,18 +57,18 @@ impl SlotState {
         }
     }
 
-    /// Pi is ready: the first attempt's pre-request grace ends at `until` (kept if already set).
+    /// Pi is ready: a single run's first slot waits at most until `until` (kept if already
+    /// set; batch jobs have no such window).
     pub(super) fn open_window(&mut self, until: Instant) {
-        self.window.get_or_insert(until);
+        if self.options.as_ref().is_some_and(|o| o.pre_request_grace) {
+            self.window.get_or_insert(until);
+        }
     }
 
-    /// How long an admission sent at `now` may wait: the first within the pre-request window,
-    /// later ones `grace` each.
-    pub(super) fn grace_until(&mut self, now: Instant, grace: std::time::Duration) -> Instant {
-        match self.window.take() {
-            Some(end) => end.max(now),
-            None => now + grace,
-        }
+    /// How long an admission sent at `now` may wait before the request goes without it: only
+    /// the first one of a single run has a limit (the pre-request window).
+    pub(super) fn grace_until(&mut self, now: Instant) -> Option<Instant> {
+        self.window.take().map(|end| end.max(now))
     }
 
     pub(super) fn overdue(&mut self, id: u64, providers: Vec<String>) {

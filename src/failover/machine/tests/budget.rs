@@ -308,6 +308,7 @@ fn a_job_waiting_for_a_slot_stops_when_the_budget_is_spent_elsewhere() {
                     slot: "host:1:w0".into(),
                     initial: 2,
                     caps: Default::default(),
+                    pre_request_grace: false,
                 }),
                 ..Options::default()
             },

@@ -7,7 +7,7 @@ use crate::capacity::ops::{CapacityOp, CapacityReply};
 use crate::capacity::{CapacityDelta, Change, Outcome as Decided, Verdict};
 use crate::failover::CapacityOptions;
 use crate::failover::machine::HEALTH_GRACE;
-use crate::failover::machine::capacity::{ADMIT_GRACE, SLOT_POLL, SLOT_RENEW};
+use crate::failover::machine::capacity::{SLOT_POLL, SLOT_RENEW};
 
 const RL: &str = r#"429: {"error":{"code":"1302","message":"High concurrency usage of this API, please reduce concurrency"}}"#;
 
@@ -17,6 +17,7 @@ fn slotted() -> H {
             slot: "host:1:w0".into(),
             initial: 8,
             caps: Default::default(),
+            pre_request_grace: true,
         }),
         ..Options::default()
     })
@@ -232,9 +233,9 @@ fn a_slow_admission_sends_the_request_at_the_grace_and_keeps_the_late_slot() {
 }
 
 /// A late grant on a provider the attempt did not go to is given back at once; a failover's
-/// admission gets `ADMIT_GRACE` of its own.
+/// admission has no grace: it waits for the store (whose own budget bounds a slow one).
 #[test]
-fn a_late_slot_elsewhere_is_given_back_and_later_admissions_get_their_own_grace() {
+fn a_late_slot_elsewhere_is_given_back_and_a_failover_waits_for_its_slot() {
     let mut h = slotted();
     h.start(model("a", "m1", false, 128_000), pool());
     let (first, _) = h.last_admission();
@@ -252,19 +253,42 @@ fn a_late_slot_elsewhere_is_given_back_and_later_admissions_get_their_own_grace(
         },
     );
     assert_eq!(h.give_backs(), [("b".to_string(), "release")]);
-    // A quota failure on `a`: the failover asks for a slot and waits `ADMIT_GRACE` at most.
+    // A quota failure on `a`: the failover asks for a slot and waits for the answer.
     h.advance(1000);
     h.fail_settled(Q402);
     let (second, choices) = h.last_admission();
     assert!(second > first, "a new admission");
     assert_eq!(choices[0], "b");
-    assert_eq!(h.m.poll_deadline(), Some(h.now().instant + ADMIT_GRACE));
-    h.advance(ADMIT_GRACE.as_millis() as u64);
+    h.advance(5000);
     h.m.handle_timeout(h.now());
-    let sent = h.sent();
+    assert!(h.sent().is_empty(), "nothing sent without the slot");
+    let sent = h.grant(0);
     h.complete_redispatch(sent);
     h.answer("From b.");
     assert_eq!(answered_by(&h), "b/m1 From b.");
+}
+
+/// A batch job has no pre-request grace: its first slot waits for the store too.
+#[test]
+fn a_batch_jobs_first_slot_waits_for_the_store() {
+    let mut h = H::with_options(Options {
+        capacity: Some(CapacityOptions {
+            slot: "host:1:w0".into(),
+            initial: 8,
+            caps: Default::default(),
+            pre_request_grace: false,
+        }),
+        ..Options::default()
+    });
+    h.start(model("a", "m1", false, 128_000), pool());
+    h.last_admission();
+    h.advance(2000);
+    h.m.handle_timeout(h.now());
+    assert!(h.sent().is_empty(), "nothing sent without the slot");
+    let sent = h.grant(0);
+    h.ok_prompt(&sent);
+    h.answer("Hello.");
+    assert_eq!(answered_by(&h), "a/m1 Hello.");
 }
 
 #[test]
@@ -426,6 +450,7 @@ fn with_no_other_candidate_a_signal_waits_for_the_provider() {
                     slot: "s".into(),
                     initial: 1,
                     caps: Default::default(),
+                    pre_request_grace: true,
                 }),
                 ..Options::default()
             },
