@@ -60,9 +60,11 @@ fn a_slow_redis_costs_the_run_little_and_is_still_used() {
     out.assert_success().assert_answer(DEFAULT_TEXT);
     // The store's load and commits are off the path; what is on it: the pre-request grace
     // (250 ms for the first load and the first slot together), the second attempt's slot
-    // (two round trips, given up on at 250 ms), and at most 1 s of health writes at the exit.
+    // (waited for: two round trips, behind the first admission's two on the capacity
+    // connection, ~760 ms), and at most 1 s of health writes at the exit: about 2 s, measured
+    // 1.95 s over an idle baseline.
     out.check(
-        out.elapsed < base + Duration::from_millis(2000),
+        out.elapsed < base + Duration::from_millis(2600),
         &format!("baseline {base:?}"),
     );
     out.assert_stderr_lacks(WARNING);
