@@ -109,8 +109,10 @@ impl Session {
             deadline: Some(job.deadline),
             health_pending: true,
             // One slot id per job: a late answer about the last job's slot never touches this one's.
+            // Only a single run's first request has the pre-request grace (README's promise).
             capacity: job.capacity.clone().map(|mut c| {
                 c.slot = format!("{}:{}", c.slot, self.jobs);
+                c.pre_request_grace = !job.in_batch;
                 c
             }),
         };

@@ -56,7 +56,6 @@ impl Run<'_> {
             capacity: Some(job::capacity_options(
                 self.settings,
                 inv,
-                None,
                 crate::capacity::START_LIMIT as usize,
             )),
         });

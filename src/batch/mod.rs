@@ -125,7 +125,7 @@ pub async fn run(
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, std::num::NonZero::get));
     let plan = Plan {
-        capacity: crate::job::capacity_options(settings, inv, None, workers),
+        capacity: crate::job::capacity_options(settings, inv, workers),
         pi_command: settings.pi_command.clone(),
         base_args: inv.base_args.clone(),
         profile: inv.profile.clone(),

@@ -51,7 +51,6 @@ impl Plan {
     pub fn capacity_for(&self, n: usize) -> crate::failover::CapacityOptions {
         crate::failover::CapacityOptions {
             slot: format!("{}:w{n}", self.capacity.slot),
-            pre_request_grace: false,
             ..self.capacity.clone()
         }
     }

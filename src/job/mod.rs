@@ -152,24 +152,20 @@ pub fn max_inflight(settings: &Settings, inv: &Invocation) -> BTreeMap<String, u
         .unwrap_or_else(|| settings.max_inflight.clone())
 }
 
-/// How the jobs of this process take capacity slots: slot ids start with `host:pid` (plus the
-/// batch worker), so every process sharing the store has its own; a provider's limit starts
-/// from `initial` (a batch's `--jobs`) until one is learned.
+/// How the jobs of this process take capacity slots: slot ids start with `host:pid` (a batch
+/// adds its worker, the driver the job), so every process sharing the store has its own; a
+/// provider's limit starts from `initial` (a batch's `--jobs`) until one is learned.
 pub fn capacity_options(
     settings: &Settings,
     inv: &Invocation,
-    worker: Option<usize>,
     initial: usize,
 ) -> failover::CapacityOptions {
-    let mut slot = format!("{}:{}", host_name(), std::process::id());
-    if let Some(n) = worker {
-        slot.push_str(&format!(":w{n}"));
-    }
     failover::CapacityOptions {
-        slot,
+        slot: format!("{}:{}", host_name(), std::process::id()),
         initial: u32::try_from(initial.max(1)).unwrap_or(u32::MAX),
         caps: max_inflight(settings, inv),
-        pre_request_grace: worker.is_none(),
+        // Set per job by the driver.
+        pre_request_grace: false,
     }
 }
 

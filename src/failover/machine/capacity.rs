@@ -118,16 +118,20 @@ impl Machine {
             return;
         }
         let slot = self.slot.slot_id().to_string();
-        let id = self.slot.next_id();
-        self.wire.push(Action::Capacity {
-            id,
-            op: CapacityOp::Apply {
-                provider: provider.clone(),
-                delta: crate::capacity::CapacityDelta::Release {
-                    at: now.wall_ms,
-                    slot,
-                },
+        self.apply_unanswered(
+            provider.clone(),
+            crate::capacity::CapacityDelta::Release {
+                at: now.wall_ms,
+                slot,
             },
+        );
+    }
+
+    /// Sends a capacity change nothing waits on (a give-back, a renewal).
+    fn apply_unanswered(&mut self, provider: String, delta: crate::capacity::CapacityDelta) {
+        self.wire.push(Action::Capacity {
+            id: 0,
+            op: CapacityOp::Apply { provider, delta },
             reply: false,
         });
     }
@@ -475,11 +479,7 @@ impl Machine {
         let deferred = self.slot.take_deferred();
         let held = self.slot.give_back(ending, now.wall_ms);
         for (provider, delta) in deferred.into_iter().chain(held) {
-            self.wire.push(Action::Capacity {
-                id: 0,
-                op: CapacityOp::Apply { provider, delta },
-                reply: false,
-            });
+            self.apply_unanswered(provider, delta);
         }
     }
 
@@ -494,11 +494,7 @@ impl Machine {
     pub(super) fn retire_slot(&mut self, now: Now) {
         self.timers.stop(Timer::SlotRenew);
         if let Some((provider, delta)) = self.slot.defer_release(now.wall_ms) {
-            self.wire.push(Action::Capacity {
-                id: 0,
-                op: CapacityOp::Apply { provider, delta },
-                reply: false,
-            });
+            self.apply_unanswered(provider, delta);
         }
     }
 
@@ -506,11 +502,7 @@ impl Machine {
     pub(super) fn renew_slot(&mut self, now: Now) {
         self.timers.stop(Timer::SlotRenew);
         if let Some((provider, delta)) = self.slot.renewal(now.wall_ms) {
-            self.wire.push(Action::Capacity {
-                id: 0,
-                op: CapacityOp::Apply { provider, delta },
-                reply: false,
-            });
+            self.apply_unanswered(provider, delta);
             self.timers.set(Timer::SlotRenew, now.instant + SLOT_RENEW);
         }
     }

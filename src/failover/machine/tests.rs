@@ -64,15 +64,13 @@ impl H {
     }
 
     fn with_options(options: Options) -> H {
+        H::build(cfg(), Health::default(), options)
+    }
+
+    /// A machine on `cfg`, `health` and `options`, asked to summarise without images.
+    fn build(cfg: Config, health: Health, options: Options) -> H {
         Self::from_machine(|now| {
-            Machine::with_options(
-                now,
-                cfg(),
-                Health::default(),
-                "Summarise.".into(),
-                vec![],
-                options,
-            )
+            Machine::with_options(now, cfg, health, "Summarise.".into(), vec![], options)
         })
     }
 
@@ -1305,6 +1303,20 @@ fn without_a_requested_level_the_start_models_level_follows_switches() {
 
 // ----- issue 15: the user's scope, provider and model are checked against Pi's registry -----
 
+/// Options that take capacity slots (slot `host:1:w0`), a provider's limit starting at
+/// `initial`; `pre_request_grace` as for a single run.
+fn slots(initial: u32, pre_request_grace: bool) -> Options {
+    Options {
+        capacity: Some(crate::failover::CapacityOptions {
+            slot: "host:1:w0".into(),
+            initial,
+            caps: Default::default(),
+            pre_request_grace,
+        }),
+        ..Options::default()
+    }
+}
+
 fn cfg_with(f: impl FnOnce(&mut Config)) -> Config {
     let mut c = cfg();
     f(&mut c);
@@ -1352,16 +1364,7 @@ fn an_empty_glob_scope_lists_the_closest_models_first() {
 /// A run with `edit`ed config and `opts` whose Pi is on `a/<pi_on>`, up to its first prompt;
 /// with the commands it sent after reading Pi's state and models.
 fn first_dispatch(edit: impl FnOnce(&mut Config), opts: Options, pi_on: &str) -> (H, Vec<String>) {
-    let mut h = H::from_machine(|now| {
-        Machine::with_options(
-            now,
-            cfg_with(edit),
-            Health::default(),
-            "Summarise.".into(),
-            vec![],
-            opts,
-        )
-    });
+    let mut h = H::build(cfg_with(edit), Health::default(), opts);
     let sent = h.start(model("a", pi_on, false, 128_000), pool());
     h.complete_redispatch(sent);
     let commands = h.commands()[2..].to_vec();
@@ -1530,19 +1533,14 @@ fn with_waiting_a_run_waits_for_the_first_breaker_to_reopen_then_resumes() {
     cooling(&mut health, "b", FailureClass::RateLimit, t0 - 1000);
     let c = cfg_with(|c| c.wait = true);
     let base = crate::clock::now().instant;
-    let mut h = H::from_machine(|now| {
-        Machine::with_options(
-            now,
-            c,
-            health.clone(),
-            "Summarise.".into(),
-            vec![],
-            Options {
-                deadline: Some(base + Duration::from_secs(3600)),
-                ..Options::default()
-            },
-        )
-    });
+    let mut h = H::build(
+        c,
+        health.clone(),
+        Options {
+            deadline: Some(base + Duration::from_secs(3600)),
+            ..Options::default()
+        },
+    );
     h.base = base;
     let sent = h.start(model("a", "m1", false, 128_000), two_providers());
     assert!(sent.is_empty());
@@ -1585,19 +1583,14 @@ fn a_waiting_run_denied_the_probe_keeps_waiting_for_the_other_runs_probe() {
     cooling(&mut health, "b", FailureClass::RateLimit, t0 - 400_000);
     let c = cfg_with(|c| c.wait = true);
     let base = crate::clock::now().instant;
-    let mut h = H::from_machine(|now| {
-        Machine::with_options(
-            now,
-            c,
-            health.clone(),
-            "Summarise.".into(),
-            vec![],
-            Options {
-                deadline: Some(base + Duration::from_secs(60)),
-                ..Options::default()
-            },
-        )
-    });
+    let mut h = H::build(
+        c,
+        health.clone(),
+        Options {
+            deadline: Some(base + Duration::from_secs(60)),
+            ..Options::default()
+        },
+    );
     h.base = base;
     let ids: Vec<String> = h.initial().into_iter().map(|(id, _)| id).collect();
     h.respond(
@@ -1645,19 +1638,14 @@ fn without_waiting_or_past_the_deadline_the_run_ends_with_a_retry_hint() {
     for (wait, deadline_s) in [(false, 3600), (true, 60)] {
         let c = cfg_with(|c| c.wait = wait);
         let base = crate::clock::now().instant;
-        let mut h = H::from_machine(|now| {
-            Machine::with_options(
-                now,
-                c,
-                health.clone(),
-                "Summarise.".into(),
-                vec![],
-                Options {
-                    deadline: Some(base + Duration::from_secs(deadline_s)),
-                    ..Options::default()
-                },
-            )
-        });
+        let mut h = H::build(
+            c,
+            health.clone(),
+            Options {
+                deadline: Some(base + Duration::from_secs(deadline_s)),
+                ..Options::default()
+            },
+        );
         h.base = base;
         h.start(model("a", "m1", false, 128_000), two_providers());
         let Outcome::Exhausted { retry, .. } = h.outcome() else {
@@ -1783,9 +1771,7 @@ fn explain_ranks_and_excludes_without_sending_anything() {
         explain: true,
         ..Options::default()
     };
-    let mut h = H::from_machine(|now| {
-        Machine::with_options(now, c, health, "Summarise.".into(), vec![], opts)
-    });
+    let mut h = H::build(c, health, opts);
     let sent = h.start(model("a", "m1", false, 128_000), pool());
     assert!(sent.is_empty());
     let Outcome::Explained(e) = h.outcome() else {

@@ -10,17 +10,17 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::api::{StoreError, io_err};
+use super::disk::{lock_store_file, replace_file};
 use crate::capacity::Capacity;
 use crate::capacity::ops::{CapacityOp, CapacityReply, apply_op, prune};
-use crate::lockfile::{self, LockError};
+use crate::lockfile;
 
 pub const CAPACITY_FILE: &str = "pi-ccswitch-run-capacity.json";
 pub const CAPACITY_LOCK_FILE: &str = "pi-ccswitch-run-capacity.lock";
@@ -28,8 +28,6 @@ pub const CAPACITY_LOCK_FILE: &str = "pi-ccswitch-run-capacity.lock";
 const MAX_BYTES: u64 = 4 * 1024 * 1024;
 /// The layout of the file; another one is read as empty.
 const VERSION: u64 = 1;
-
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 #[derive(Serialize, Deserialize)]
 struct OnDisk {
@@ -58,17 +56,7 @@ impl CapacityFile {
     /// Under the lock: re-read, apply `op`, write back what changed.
     pub fn apply(&self, op: &CapacityOp, now_ms: u64) -> Result<CapacityReply, StoreError> {
         fs::create_dir_all(&self.dir).map_err(io_err("create state directory", &self.dir))?;
-        let lock = self.dir.join(CAPACITY_LOCK_FILE);
-        let _guard = lockfile::lock_path(&lock, self.lock_wait).map_err(|e| match e {
-            LockError::Open(e) if lockfile::is_symlink_error(&e) => {
-                StoreError::Symlink { path: lock.clone() }
-            }
-            LockError::Open(e) | LockError::Io(e) => io_err("lock", &lock)(e),
-            LockError::Timeout => StoreError::LockTimeout {
-                path: lock.clone(),
-                waited: self.lock_wait,
-            },
-        })?;
+        let _guard = lock_store_file(self.dir.join(CAPACITY_LOCK_FILE), self.lock_wait)?;
         let mut records = self.read()?;
         let (reply, changed) = apply_op(&mut records, op, now_ms);
         if !changed.is_empty() {
@@ -131,22 +119,7 @@ impl CapacityFile {
         })
         .map_err(StoreError::Encode)?;
         bytes.push(b'\n');
-        let tmp = self.dir.join(format!(
-            ".{CAPACITY_FILE}.tmp-{}-{}",
-            std::process::id(),
-            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let written = (|| {
-            let mut file =
-                lockfile::open_private(OpenOptions::new().write(true).create_new(true), &tmp)?;
-            file.write_all(&bytes)?;
-            drop(file);
-            fs::rename(&tmp, &path)
-        })();
-        if let Err(e) = written {
-            let _ = fs::remove_file(&tmp);
-            return Err(io_err("write capacity file", &path)(e));
-        }
-        Ok(())
+        replace_file(&self.dir, CAPACITY_FILE, &bytes, false)
+            .map_err(io_err("write capacity file", &path))
     }
 }

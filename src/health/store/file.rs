@@ -20,10 +20,9 @@
 //!   in (defence in depth: callers redact too).
 //! - Wall-clock time is passed in (unix ms); this module never reads a clock itself.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::fs::{self, OpenOptions};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -32,6 +31,7 @@ use serde_json::Value;
 use super::api::{
     Check, Claim, HealthStore, Loaded, SCHEMA_VERSION, StoreError, Warning, claim_for, io_err,
 };
+use super::disk::{lock_store_file, replace_file};
 use crate::health::{Delta, Health, ProbeTarget, Record, SwitchEntry};
 use crate::lockfile::{self, LockError, LockGuard};
 use crate::redact::{redact, redact_capped};
@@ -49,7 +49,6 @@ const MAX_STATE_BYTES: u64 = 16 * 1024 * 1024;
 const REASON_MAX_CHARS: usize = 200;
 
 /// Distinguishes temp files of concurrent writers inside one process.
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// The state file of one agent dir. Cheap to create; does no I/O until used.
 #[derive(Debug, Clone)]
@@ -260,13 +259,7 @@ impl FileStore {
 
     /// Takes the advisory lock, waiting at most `wait`; a symlinked lock file is refused.
     fn lock(&self, wait: Duration) -> Result<LockGuard, StoreError> {
-        let path = self.lock_path();
-        lockfile::lock_path(&path, wait).map_err(|e| match e {
-            LockError::Open(e) if lockfile::is_symlink_error(&e) => StoreError::Symlink { path },
-            LockError::Open(e) => io_err("open lock file", &path)(e),
-            LockError::Io(e) => io_err("lock", &path)(e),
-            LockError::Timeout => StoreError::LockTimeout { path, waited: wait },
-        })
+        lock_store_file(self.lock_path(), wait)
     }
 
     fn read_state(&self) -> Result<OnDisk, StoreError> {
@@ -329,29 +322,7 @@ impl FileStore {
         })
         .map_err(StoreError::Encode)?;
         bytes.push(b'\n');
-        let tmp = self.dir.join(format!(
-            ".{STATE_FILE}.tmp-{}-{}",
-            std::process::id(),
-            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let written = (|| {
-            let mut file =
-                lockfile::open_private(OpenOptions::new().write(true).create_new(true), &tmp)?;
-            file.write_all(&bytes)?;
-            file.sync_all()?;
-            drop(file);
-            fs::rename(&tmp, &path)
-        })();
-        if let Err(e) = written {
-            let _ = fs::remove_file(&tmp);
-            return Err(io_err("write state file", &path)(e));
-        }
-        // Makes the rename itself durable. Not possible on every platform (Windows cannot open
-        // a directory this way); the data is already safe, so failures are ignored.
-        if let Ok(dir) = File::open(&self.dir) {
-            let _ = dir.sync_all();
-        }
-        Ok(())
+        replace_file(&self.dir, STATE_FILE, &bytes, true).map_err(io_err("write state file", &path))
     }
 }
 

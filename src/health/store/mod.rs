@@ -13,6 +13,7 @@
 
 pub mod api;
 pub mod capacity_file;
+mod disk;
 pub mod file;
 pub mod redis;
 

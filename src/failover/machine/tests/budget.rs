@@ -227,19 +227,14 @@ fn a_waiting_run_ends_when_the_budget_runs_out() {
         c.budget = caps("1");
     });
     let base = crate::clock::now().instant;
-    let mut h = H::from_machine(|now| {
-        Machine::with_options(
-            now,
-            c,
-            health,
-            "Summarise.".into(),
-            vec![],
-            Options {
-                deadline: Some(base + Duration::from_secs(3600)),
-                ..Options::default()
-            },
-        )
-    });
+    let mut h = H::build(
+        c,
+        health,
+        Options {
+            deadline: Some(base + Duration::from_secs(3600)),
+            ..Options::default()
+        },
+    );
     h.start(model("a", "m1", false, 128_000), two_providers());
     assert!(h.m.waiting_until().is_some());
     h.m.handle_spend(h.now(), spend(&[("c", 0.5)]));
@@ -296,24 +291,11 @@ fn a_prompt_being_set_up_is_not_sent_once_the_budget_is_spent() {
 /// budget: it ends over budget at once, not when a slot frees up.
 #[test]
 fn a_job_waiting_for_a_slot_stops_when_the_budget_is_spent_elsewhere() {
-    let mut h = H::from_machine(|now| {
-        Machine::with_options(
-            now,
-            cfg_with(|c| c.budget = caps("1")),
-            Health::default(),
-            "Summarise.".into(),
-            vec![],
-            Options {
-                capacity: Some(crate::failover::CapacityOptions {
-                    slot: "host:1:w0".into(),
-                    initial: 2,
-                    caps: Default::default(),
-                    pre_request_grace: false,
-                }),
-                ..Options::default()
-            },
-        )
-    });
+    let mut h = H::build(
+        cfg_with(|c| c.budget = caps("1")),
+        Health::default(),
+        slots(2, false),
+    );
     h.start(model("a", "m1", false, 128_000), pool());
     h.drain();
     let id = h

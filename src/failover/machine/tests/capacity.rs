@@ -5,22 +5,13 @@
 use super::*;
 use crate::capacity::ops::{CapacityOp, CapacityReply};
 use crate::capacity::{CapacityDelta, Change, Outcome as Decided, Verdict};
-use crate::failover::CapacityOptions;
 use crate::failover::machine::HEALTH_GRACE;
 use crate::failover::machine::capacity::{SLOT_POLL, SLOT_RENEW};
 
 const RL: &str = r#"429: {"error":{"code":"1302","message":"High concurrency usage of this API, please reduce concurrency"}}"#;
 
 fn slotted() -> H {
-    H::with_options(Options {
-        capacity: Some(CapacityOptions {
-            slot: "host:1:w0".into(),
-            initial: 8,
-            caps: Default::default(),
-            pre_request_grace: true,
-        }),
-        ..Options::default()
-    })
+    H::with_options(slots(8, true))
 }
 
 impl H {
@@ -271,15 +262,7 @@ fn a_late_slot_elsewhere_is_given_back_and_a_failover_waits_for_its_slot() {
 /// A batch job has no pre-request grace: its first slot waits for the store too.
 #[test]
 fn a_batch_jobs_first_slot_waits_for_the_store() {
-    let mut h = H::with_options(Options {
-        capacity: Some(CapacityOptions {
-            slot: "host:1:w0".into(),
-            initial: 8,
-            caps: Default::default(),
-            pre_request_grace: false,
-        }),
-        ..Options::default()
-    });
+    let mut h = H::with_options(slots(8, false));
     h.start(model("a", "m1", false, 128_000), pool());
     h.last_admission();
     h.advance(2000);
@@ -438,24 +421,7 @@ fn refused_at_one_again_and_again_is_a_rate_limit_with_a_breaker() {
 
 #[test]
 fn with_no_other_candidate_a_signal_waits_for_the_provider() {
-    let mut h = H::from_machine(|now| {
-        Machine::with_options(
-            now,
-            cfg(),
-            Health::default(),
-            "Summarise.".into(),
-            vec![],
-            Options {
-                capacity: Some(CapacityOptions {
-                    slot: "s".into(),
-                    initial: 1,
-                    caps: Default::default(),
-                    pre_request_grace: true,
-                }),
-                ..Options::default()
-            },
-        )
-    });
+    let mut h = H::build(cfg(), Health::default(), slots(1, true));
     h.start(
         model("a", "m1", false, 128_000),
         vec![model("a", "m1", false, 128_000)],

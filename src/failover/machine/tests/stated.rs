@@ -170,21 +170,16 @@ fn with_waiting_a_run_waits_for_the_stated_reset_and_its_place_in_the_spread() {
     let c = cfg_with(|c| c.wait = true);
     let base = crate::clock::now().instant;
     let seed = 3_250; // this job's place: 3.25 s after the reopening
-    let mut h = H::from_machine(|now| {
-        Machine::with_options(
-            now,
-            c,
-            health.clone(),
-            "Summarise.".into(),
-            vec![],
-            Options {
-                deadline: Some(base + Duration::from_secs(60)),
-                local_offset: Some(|_| Some(0)),
-                spread_seed: seed,
-                ..Options::default()
-            },
-        )
-    });
+    let mut h = H::build(
+        c,
+        health.clone(),
+        Options {
+            deadline: Some(base + Duration::from_secs(60)),
+            local_offset: Some(|_| Some(0)),
+            spread_seed: seed,
+            ..Options::default()
+        },
+    );
     h.base = base;
     let sent = h.start(model("a", "m1", false, 128_000), two_providers());
     assert!(sent.is_empty(), "{sent:?}");
@@ -249,19 +244,14 @@ fn a_stated_reset_after_the_deadline_is_not_waited_for() {
     );
     let c = cfg_with(|c| c.wait = true);
     let base = crate::clock::now().instant;
-    let mut h = H::from_machine(|now| {
-        Machine::with_options(
-            now,
-            c,
-            health.clone(),
-            "Summarise.".into(),
-            vec![],
-            Options {
-                deadline: Some(base + Duration::from_secs(60)),
-                ..Options::default()
-            },
-        )
-    });
+    let mut h = H::build(
+        c,
+        health.clone(),
+        Options {
+            deadline: Some(base + Duration::from_secs(60)),
+            ..Options::default()
+        },
+    );
     h.base = base;
     h.start(model("a", "m1", false, 128_000), one_model());
     let Outcome::Exhausted { retry, .. } = h.outcome() else {
