@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::api::{StoreError, io_err};
 use crate::lockfile::{self, LockError, LockGuard};
 
+/// Distinguishes temp files of concurrent writers inside one process.
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Takes the advisory lock at `path`, waiting at most `wait`; a symlinked lock file is refused.

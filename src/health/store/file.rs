@@ -48,8 +48,6 @@ const MAX_STATE_BYTES: u64 = 16 * 1024 * 1024;
 /// Cap for a switch reason.
 const REASON_MAX_CHARS: usize = 200;
 
-/// Distinguishes temp files of concurrent writers inside one process.
-
 /// The state file of one agent dir. Cheap to create; does no I/O until used.
 #[derive(Debug, Clone)]
 pub struct FileStore {
