@@ -44,6 +44,73 @@ pub const STATUS_FD: RawFd = 4;
 /// How long the final sweep keeps looking for descendants that are still being started.
 const SWEEP_LIMIT: Duration = Duration::from_secs(3);
 
+/// Runs before `main` in every program that links this library (the binary, the demo, any
+/// program that embeds [`crate::run`]): the runner starts *its own executable* as the reaper,
+/// and a program whose `main` does other work first (the demo provisions Pi and starts a fake
+/// provider) would otherwise run that work again instead of reaping — and start a reaper of
+/// its own, without end. Acting before `main` makes every embedding behave as the binary does,
+/// whatever its `main` does. Cheap when not selected: one look at the arguments.
+///
+/// `#[used]` keeps the entry in the link even though nothing names it (rustc keeps `#[used]`
+/// statics of an rlib since 1.62).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[used]
+#[unsafe(link_section = ".init_array")]
+static BEFORE_MAIN: extern "C" fn() = before_main;
+
+#[cfg(target_os = "macos")]
+#[used]
+#[unsafe(link_section = "__DATA,__mod_init_func")]
+static BEFORE_MAIN: extern "C" fn() = before_main;
+
+extern "C" fn before_main() {
+    // Not every libc hands its init functions the arguments (musl does not), and std's own
+    // copy of them may not be set yet: read them from the kernel where it offers them.
+    let args = process_args();
+    if selected(&args) {
+        run(&args);
+    }
+}
+
+/// This process's arguments, as the kernel holds them (Linux), else as std has them.
+fn process_args() -> Vec<OsString> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        use std::io::Read as _;
+        use std::os::unix::ffi::OsStrExt as _;
+        // Deciding needs only the first two, and a runner's own arguments can be long (a
+        // prompt): the rest is read only when this is a reaper.
+        let Ok(mut file) = std::fs::File::open("/proc/self/cmdline") else {
+            return Vec::new();
+        };
+        let mut bytes = Vec::new();
+        let probe = 2 + NAME.len() + FLAG.len();
+        if (&mut file)
+            .take(probe as u64)
+            .read_to_end(&mut bytes)
+            .is_err()
+            || !bytes
+                .split(|b| *b == 0)
+                .nth(1)
+                .is_some_and(|a| a == FLAG.as_bytes())
+            || file.read_to_end(&mut bytes).is_err()
+        {
+            return Vec::new();
+        }
+        // Each argument ends with a NUL; no empty argument after the last.
+        bytes
+            .strip_suffix(&[0])
+            .unwrap_or(&bytes)
+            .split(|b| *b == 0)
+            .map(|a| std::ffi::OsStr::from_bytes(a).to_os_string())
+            .collect()
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        std::env::args_os().collect()
+    }
+}
+
 /// Whether this process was started as a reaper.
 pub fn selected(args: &[OsString]) -> bool {
     args.get(1).is_some_and(|a| a == FLAG)

@@ -14,6 +14,7 @@ mod batch;
 mod budget;
 mod capacity_runs;
 mod cli;
+mod demo;
 mod docs;
 mod explain_and_retry;
 mod failover;
