@@ -89,10 +89,10 @@ fn process_args() -> Vec<OsString> {
             .take(probe as u64)
             .read_to_end(&mut bytes)
             .is_err()
-            || !bytes
+            || bytes
                 .split(|b| *b == 0)
                 .nth(1)
-                .is_some_and(|a| a == FLAG.as_bytes())
+                .is_none_or(|a| a != FLAG.as_bytes())
             || file.read_to_end(&mut bytes).is_err()
         {
             return Vec::new();

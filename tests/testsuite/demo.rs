@@ -35,7 +35,11 @@ fn the_demo_answers_through_the_backup_and_leaves_nothing_running() {
         .expect("run the demo");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "stdout: {stdout}\nstderr: {stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
     assert_eq!(
         stdout,
         "Failover matters because a provider that runs out of quota at 02:00 should cost one \
