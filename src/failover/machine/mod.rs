@@ -699,7 +699,7 @@ impl Machine {
         let stop = message.stop_reason.clone().unwrap_or_default();
         let text = message.text();
         let fresh = self.dispatch.fresh_message();
-        if fresh && matches!(stop.as_str(), "stop" | "length") && !text.trim().is_empty() {
+        if fresh && matches!(stop.as_str(), "stop" | "length") && !crate::answer::is_blank(&text) {
             return self.succeed(now, current, text.trim().to_string());
         }
         let plan = match self.plan.take() {
