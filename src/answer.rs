@@ -97,7 +97,14 @@ mod tests {
     #[test]
     fn blank_answers() {
         for blank in [
-            "", " ", "\n\t", "\u{200b}", "\0", "\u{feff}", "\u{feff}\u{200b} \0\n", "\u{1b}",
+            "",
+            " ",
+            "\n\t",
+            "\u{200b}",
+            "\0",
+            "\u{feff}",
+            "\u{feff}\u{200b} \0\n",
+            "\u{1b}",
         ] {
             assert!(is_blank(blank), "{blank:?}");
         }

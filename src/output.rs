@@ -236,9 +236,22 @@ pub fn result_json(ended: &Ended) -> Value {
         _ => (None, None),
     };
     let exit = exit_of(&ended.end);
+    // The last answer cut at an output limit, when no complete one came: for scripts that can
+    // use part of an answer; never printed as the answer (issue 29).
+    let partial = (exit != Exit::Success)
+        .then(|| {
+            ended
+                .attempts
+                .iter()
+                .rev()
+                .find_map(|a| a.partial.as_deref())
+        })
+        .flatten()
+        .map(crate::redact::mask_known_secrets);
     json!({
         "ok": exit == Exit::Success,
         "answer": answer,
+        "partial": partial,
         "model": model,
         "attempts": attempts,
         "switches": ended.switches,

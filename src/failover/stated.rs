@@ -315,7 +315,15 @@ fn timestamp(b: &[u8], at: usize) -> Option<(u64, Form, usize)> {
     if !(1970..=9999).contains(&year) || second.unwrap_or(0) > 59 {
         return None; // jiff would take a leap second `:60`; no provider means one
     }
-    let utc_ms = civil_to_unix_ms(year, month, day, hour, minute, second.unwrap_or(0), offset_s)?;
+    let utc_ms = civil_to_unix_ms(
+        year,
+        month,
+        day,
+        hour,
+        minute,
+        second.unwrap_or(0),
+        offset_s,
+    )?;
     u64::try_from(utc_ms.checked_add(millis)?)
         .ok()
         .map(|ms| (ms, form, end))
@@ -333,7 +341,8 @@ fn civil_to_unix_ms(
     offset_s: i64,
 ) -> Option<i64> {
     let small = |v: i64| i8::try_from(v).ok();
-    let date = jiff::civil::Date::new(i16::try_from(year).ok()?, small(month)?, small(day)?).ok()?;
+    let date =
+        jiff::civil::Date::new(i16::try_from(year).ok()?, small(month)?, small(day)?).ok()?;
     jiff::civil::Time::new(small(hour)?, small(minute)?, small(second)?, 0).ok()?;
     // Days since the epoch as calendar arithmetic: a `Timestamp` would stop short of the last
     // hours of year 9999, which a civil date reaches.
@@ -390,7 +399,11 @@ fn zone(b: &[u8], at: usize) -> Zone {
         && (name == b"utc" || name == b"gmt")
         && !b.get(q + 3).is_some_and(u8::is_ascii_alphabetic)
     {
-        let r = if b.get(q + 3) == Some(&b' ') { q + 4 } else { q + 3 };
+        let r = if b.get(q + 3) == Some(&b' ') {
+            q + 4
+        } else {
+            q + 3
+        };
         return match offset(b, r, true) {
             Zone::Absent => Zone::Offset(0, q + 3),
             named => named,

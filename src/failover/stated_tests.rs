@@ -495,7 +495,11 @@ fn civil_dates_agree_with_timefmt() {
         let (y, m, d) = (field(0..4), field(5..7), field(8..10));
         let ms = days * 86_400_000;
         assert_eq!(civil_to_unix_ms(y, m, d, 0, 0, 0, 0), Some(ms), "{iso}");
-        assert_eq!(civil_to_unix_ms(y, m, d, 8, 0, 0, 8 * 3600), Some(ms), "{iso}");
+        assert_eq!(
+            civil_to_unix_ms(y, m, d, 8, 0, 0, 8 * 3600),
+            Some(ms),
+            "{iso}"
+        );
     }
     // Days that do not exist.
     assert_eq!(civil_to_unix_ms(2027, 2, 29, 0, 0, 0, 0), None);

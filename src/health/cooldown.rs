@@ -37,7 +37,7 @@ pub fn cooldown_base_and_cap(class: FailureClass) -> Option<(u64, u64)> {
         // Content policy: the model cools for 2 min; its family is avoided for the round instead.
         FailureClass::ContentPolicy => Some((2 * MIN, 2 * MIN)),
         FailureClass::Unknown => Some((2 * MIN, 30 * MIN)),
-        FailureClass::ContextOverflow | FailureClass::UserAbort => None,
+        FailureClass::ContextOverflow | FailureClass::Truncated | FailureClass::UserAbort => None,
     }
 }
 

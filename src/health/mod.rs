@@ -495,6 +495,7 @@ mod tests {
             reasoning: false,
             input: Some(vec!["text".into()]),
             context_window: Some(128_000),
+            max_tokens: None,
         }
     }
 

@@ -9,7 +9,9 @@ use super::*;
 const PLAIN: &str = "Qm7vX2kP9wLr4Tz8Nc1Yb5";
 
 fn escaped_u(s: &str) -> String {
-    s.chars().map(|c| format!("\\u{:04x}", u32::from(c))).collect()
+    s.chars()
+        .map(|c| format!("\\u{:04x}", u32::from(c)))
+        .collect()
 }
 
 #[test]
@@ -54,7 +56,10 @@ fn a_key_with_a_zero_width_space_inside_is_masked_whole() {
     for zw in ['\u{200b}', '\u{200d}', '\u{feff}', '\u{2060}'] {
         let text = format!("bad key {a}{zw}{b} rejected");
         let out = redact(&text);
-        assert!(!out.contains(&b[..8]) && !out.contains(&a[8..]), "{text:?} → {out}");
+        assert!(
+            !out.contains(&b[..8]) && !out.contains(&a[8..]),
+            "{text:?} → {out}"
+        );
     }
     // The escaped form.
     let out = redact(&format!(r#"key \u200b{key}"#));
@@ -77,7 +82,10 @@ fn known_secrets_in_hidden_spellings() {
         format!("key kx-...{} refused", &secret[secret.len() - 12..]),
     ] {
         let out = redact(&text);
-        assert!(!out.contains(&secret[secret.len() - 10..]), "{text:?} → {out}");
+        assert!(
+            !out.contains(&secret[secret.len() - 10..]),
+            "{text:?} → {out}"
+        );
         assert!(out.contains(MASK), "{out}");
     }
     // Nine trailing characters are not enough to mask (a common word could be one).

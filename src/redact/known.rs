@@ -197,7 +197,8 @@ fn mask_piece(piece: &str, forms: &[String], out: &mut String) {
 /// the span of the original text it came from.
 fn split_hits(piece: &str, forms: &[String], hits: &mut Vec<(usize, usize)>) {
     let b = piece.as_bytes();
-    let escape_at = |at: usize| b.get(at) == Some(&b'\\') && matches!(b.get(at + 1), Some(b'n' | b'r' | b't'));
+    let escape_at =
+        |at: usize| b.get(at) == Some(&b'\\') && matches!(b.get(at + 1), Some(b'n' | b'r' | b't'));
     let hidden = |c: char| c.is_whitespace() || super::bytes::is_zero_width(c);
     if !piece.chars().any(hidden) && !(0..b.len()).any(escape_at) {
         return;

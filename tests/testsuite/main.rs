@@ -28,3 +28,4 @@ mod quota;
 mod rig;
 mod runner;
 mod security;
+mod truncation;

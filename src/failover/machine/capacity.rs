@@ -326,6 +326,7 @@ impl Machine {
             duration_ms,
             usage: self.attempt.close(),
             capacity_signal: true,
+            partial: None,
         });
     }
 

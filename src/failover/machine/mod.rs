@@ -206,6 +206,7 @@ impl Machine {
             duration_ms: self.attempt.ms(now.instant),
             usage: self.attempt.usage(),
             capacity_signal: false,
+            partial: None,
         })
     }
 
@@ -699,7 +700,9 @@ impl Machine {
         let stop = message.stop_reason.clone().unwrap_or_default();
         let text = message.text();
         let fresh = self.dispatch.fresh_message();
-        if fresh && matches!(stop.as_str(), "stop" | "length") && !crate::answer::is_blank(&text) {
+        // `length` is an answer cut at the output limit: not complete, so not an answer (judged
+        // as `truncated` below and failed over).
+        if fresh && stop == "stop" && !crate::answer::is_blank(&text) {
             return self.succeed(now, current, text.trim().to_string());
         }
         let plan = match self.plan.take() {
@@ -724,6 +727,23 @@ impl Machine {
                 user_abort: false,
             });
             return (v, error);
+        }
+        if stop == "length" && !crate::answer::is_blank(&message.text()) {
+            let limit = self
+                .dispatch
+                .current()
+                .and_then(|m| m.max_tokens)
+                .map_or_else(String::new, |t| format!(" of {t} tokens"));
+            let v = Classification {
+                class: FailureClass::Truncated,
+                scope: super::classify::Scope::Round,
+                status: None,
+                matched: "finish_reason length".to_string(),
+            };
+            return (
+                v,
+                format!("the answer was cut off at the model's output limit{limit}"),
+            );
         }
         if matches!(stop, "stop" | "length") {
             self.attempt.answered_empty();

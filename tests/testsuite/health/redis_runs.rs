@@ -498,7 +498,15 @@ fn a_password_in_the_user_name_place_is_never_shown() {
             "{args:?}: the store is named\n{}",
             out.dump()
         );
-        assert!(!out.stdout.contains(&pw), "{args:?}: password in stdout\n{}", out.dump());
-        assert!(!out.stderr.contains(&pw), "{args:?}: password in stderr\n{}", out.dump());
+        assert!(
+            !out.stdout.contains(&pw),
+            "{args:?}: password in stdout\n{}",
+            out.dump()
+        );
+        assert!(
+            !out.stderr.contains(&pw),
+            "{args:?}: password in stderr\n{}",
+            out.dump()
+        );
     }
 }

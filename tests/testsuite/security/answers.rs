@@ -47,11 +47,13 @@ fn no_key(what: &str, text: &str) {
 fn known_keys_are_masked_in_answers(v: &str) {
     let mut env = TestEnv::new(v, &providers());
     env.env("ANSWER_TEST_KEY", ENV_KEY);
-    env.llm.script("file", "*", vec![Behaviour::text(answer_text()); 3]);
+    env.llm
+        .script("file", "*", vec![Behaviour::text(answer_text()); 3]);
     let run = ["--no-tools", "--provider", "file", "--model", "m"];
 
     let out = env.run(run.iter().copied().chain(["Show the config."]));
-    out.assert_success().assert_stdout_eq(&format!("{}\n", masked_text()));
+    out.assert_success()
+        .assert_stdout_eq(&format!("{}\n", masked_text()));
     no_key("stdout", &out.stdout);
 
     let out = env.run(run.iter().copied().chain(["--json", "Show the config."]));
@@ -77,14 +79,20 @@ fn known_keys_are_masked_in_answers(v: &str) {
 
 /// U+200B, NUL and a BOM alone are no answer: exit 2 like whitespace only (the last candidate).
 fn invisible_answers_are_empty(v: &str) {
-    for text in ["\u{200b}", "\u{0}", "\u{feff}", "\u{feff}\u{200b} \u{200b}\n"] {
+    for text in [
+        "\u{200b}",
+        "\u{0}",
+        "\u{feff}",
+        "\u{feff}\u{200b} \u{200b}\n",
+    ] {
         let env = TestEnv::new(
             v,
             &[ProviderSpec::new("p", "p", vec![ModelSpec::text("m")])],
         );
         env.llm.script("p", "*", vec![Behaviour::text(text); 4]);
         let out = env.run(["--no-tools", "--provider", "p", "--model", "m", "Say it."]);
-        out.assert_fails_with(2, "empty answer").assert_stdout_empty();
+        out.assert_fails_with(2, "empty answer")
+            .assert_stdout_empty();
     }
 }
 
@@ -99,7 +107,9 @@ fn terminal_escapes_never_reach_a_terminal(v: &str) {
     env.llm.script("p", "*", vec![Behaviour::text(ESCAPES); 2]);
     let args = ["--no-tools", "--provider", "p", "--model", "m", "Say it."];
     let piped = env.run(args);
-    piped.assert_success().assert_stdout_eq(&format!("{ESCAPES}\n"));
+    piped
+        .assert_success()
+        .assert_stdout_eq(&format!("{ESCAPES}\n"));
 
     // `script` gives the binary a pseudo-terminal as stdout and copies what it shows.
     let line = format!("{} 2>/dev/null", env.shell_line(args));

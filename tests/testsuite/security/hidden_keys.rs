@@ -11,7 +11,10 @@ const KEY: &str = "Qm7vX2kP9wLr4Tz8Nc1Yb5Hd";
 
 fn bodies() -> Vec<(&'static str, String)> {
     let (a, b) = KEY.split_at(12);
-    let escaped: String = KEY.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+    let escaped: String = KEY
+        .chars()
+        .map(|c| format!("\\u{:04x}", c as u32))
+        .collect();
     vec![
         // A JSON body without `message`: the SDK shows it as JSON text, escapes and all.
         (
@@ -70,8 +73,8 @@ fn hidden_keys_never_leak(v: &str) {
         let state = std::fs::read_to_string(env.agent_dir.join("pi-ccswitch-run-state.json"))
             .expect("state file");
         no_piece(&format!("{what}: state"), &state);
-        let log = std::fs::read_to_string(env.agent_dir.join("pi-ccswitch-run.log"))
-            .unwrap_or_default();
+        let log =
+            std::fs::read_to_string(env.agent_dir.join("pi-ccswitch-run.log")).unwrap_or_default();
         no_piece(&format!("{what}: log"), &log);
     }
 }

@@ -281,10 +281,7 @@ pub fn written_password(url: &str) -> Option<String> {
     let userinfo = parsed.url.password().map(str::to_string);
     // A lone user name is a password in the wrong place (see `RedisUrl::redacted`).
     let lone_user = Some(parsed.url.username().to_string()).filter(|_| userinfo.is_none());
-    userinfo
-        .or(query)
-        .or(lone_user)
-        .filter(|p| !p.is_empty())
+    userinfo.or(query).or(lone_user).filter(|p| !p.is_empty())
 }
 
 enum Kind {

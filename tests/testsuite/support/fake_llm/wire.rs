@@ -215,6 +215,8 @@ pub(super) fn err_body(message: &str, typ: &str, code: Option<&str>) -> String {
 #[derive(Clone, Copy, PartialEq)]
 pub(super) enum Mode {
     Normal,
+    /// Every piece, then `finish_reason:"length"`.
+    Length,
     Slow,
     NoFinish,
     Drop,
@@ -332,7 +334,9 @@ pub(super) fn stream_text(
             }
             return Ok(false);
         }
-        if mode != Mode::NoFinish {
+        if mode == Mode::Length {
+            sse(w, &chunk_obj(json!({}), Some("length")))?;
+        } else if mode != Mode::NoFinish {
             sse(w, &chunk_obj(json!({}), Some("stop")))?;
         }
         send_usage(w, &id, created, usage, ctx)?;
