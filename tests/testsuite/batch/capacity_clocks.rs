@@ -1,0 +1,134 @@
+//! Runners whose clocks disagree share one key's slots all the same (issue 29, item 1): every
+//! lease operation is judged by the store's clock (Redis's `TIME`; the file system's for the
+//! file store), never the caller's. A runner is put on a skewed clock with the binary's test
+//! offset (`CCSWITCH_TEST_CLOCK_OFFSET_MS`, as `faketime` would do); the fault server refuses
+//! anything over the key's cap of 2 at once, so a broken cap shows as a refusal.
+
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::batch::{FROM_PRIM, jobs, successes, write_file};
+use crate::support::*;
+
+const HOUR_MS: i64 = 3_600_000;
+const CAP: usize = 2;
+
+fn prim() -> Vec<ProviderSpec> {
+    vec![ProviderSpec::new("prim", "a", vec![ModelSpec::text("m")])]
+}
+
+enum Store {
+    Redis(RedisServer),
+    File,
+}
+
+/// A runner on a clock `offset_ms` off, sharing `store`, under `--max-inflight prim=2`.
+fn runner(env: &TestEnv, store: &Store, offset_ms: i64, args: &[&str]) -> Command {
+    let mut all: Vec<String> = FROM_PRIM
+        .iter()
+        .chain(["--max-inflight", "prim=2"].iter())
+        .chain(args)
+        .map(|s| s.to_string())
+        .collect();
+    if let Store::Redis(server) = store {
+        all.extend(["--health-url".to_string(), server.url()]);
+    }
+    let mut cmd = env.cmd(all);
+    cmd.env("CCSWITCH_TEST_CLOCK_OFFSET_MS", offset_ms.to_string());
+    cmd
+}
+
+#[track_caller]
+fn all_answered(out: &Output, n: usize) {
+    out.assert_success();
+    let lines = out.json_lines();
+    assert_eq!(successes(&lines).len(), n, "{}", out.dump());
+}
+
+/// The issue's case: a runner an hour behind holds a slot on a request longer than a lease
+/// (renewed meanwhile: each renewal must extend it on the store's clock, not set its end an
+/// hour in the past), while a runner on the right clock runs a batch: never 3 in flight.
+fn behind_by_an_hour(v: &str, store: &Store) {
+    let env = TestEnv::new(v, &prim());
+    env.llm.set_concurrency_cap("a", Some(CAP));
+    let mut script = vec![Behaviour::Ok.delayed(18_000)];
+    script.extend(std::iter::repeat_n(Behaviour::Ok.delayed(700), 10));
+    env.llm.script("a", "m", script);
+    let slow = runner(&env, store, -HOUR_MS, &["--json", "Take your time."]);
+    let input = write_file(&env, "jobs.jsonl", &jobs(6));
+    std::thread::scope(|s| {
+        let first = s.spawn(|| run_command(slow, None, RUN_TIMEOUT));
+        assert_eq!(
+            env.llm.wait_in_flight("a", 1, Duration::from_secs(30)),
+            1,
+            "the slow request is out"
+        );
+        let batch = runner(&env, store, 0, &["--batch", &input, "--jobs", "2"]);
+        let second = run_command(batch, None, RUN_TIMEOUT);
+        let first = first.join().expect("the slow run");
+        first.assert_success();
+        all_answered(&second, 6);
+        assert_eq!(
+            env.llm.rejections("a"),
+            0,
+            "over the cap\n{}{}",
+            first.dump(),
+            second.dump()
+        );
+    });
+    assert!(env.llm.max_in_flight("a") <= CAP);
+    env.assert_no_orphans();
+}
+
+/// Runners an hour ahead and an hour behind run batches beside one on the right clock: the
+/// one ahead must not wipe the others' leases when it gives its own back.
+fn ahead_and_behind(v: &str, store: &Store) {
+    let env = TestEnv::new(v, &prim());
+    env.llm.set_concurrency_cap("a", Some(CAP));
+    env.llm.set_default(Behaviour::Ok.delayed(600));
+    let input = write_file(&env, "jobs.jsonl", &jobs(4));
+    let cmds: Vec<Command> = [HOUR_MS, 0, -HOUR_MS]
+        .into_iter()
+        .map(|offset| runner(&env, store, offset, &["--batch", &input, "--jobs", "2"]))
+        .collect();
+    let outs: Vec<Output> = std::thread::scope(|s| {
+        let running: Vec<_> = cmds
+            .into_iter()
+            .map(|cmd| s.spawn(move || run_command(cmd, None, RUN_TIMEOUT)))
+            .collect();
+        running
+            .into_iter()
+            .map(|h| h.join().expect("runner"))
+            .collect()
+    });
+    for out in &outs {
+        all_answered(out, 4);
+    }
+    assert_eq!(
+        env.llm.rejections("a"),
+        0,
+        "over the cap\n{}",
+        outs.iter().map(Output::dump).collect::<String>()
+    );
+    env.assert_no_orphans();
+}
+
+#[test]
+fn a_runner_an_hour_behind_keeps_the_cap_through_redis() {
+    behind_by_an_hour(PI_NEWEST, &Store::Redis(RedisServer::start()));
+}
+
+#[test]
+fn a_runner_an_hour_behind_keeps_the_cap_through_the_file_store() {
+    behind_by_an_hour(PI_MIN, &Store::File);
+}
+
+#[test]
+fn skewed_runners_keep_the_cap_through_redis() {
+    ahead_and_behind(PI_MIN, &Store::Redis(RedisServer::start()));
+}
+
+#[test]
+fn skewed_runners_keep_the_cap_through_the_file_store() {
+    ahead_and_behind(PI_NEWEST, &Store::File);
+}
