@@ -9,6 +9,10 @@ const HOUR: u64 = 60 * MIN;
 /// Half-open probe lease: how long one process may hold the right to probe a cooled provider.
 pub const PROBE_LEASE_MS: u64 = 2 * MIN;
 
+/// The longest cooldown any class's rules give (the rate limit's cap); a stated reset may last
+/// longer (up to the 8 days a statement is believed).
+pub const MAX_COOLDOWN_MS: u64 = 24 * HOUR;
+
 /// The most a stated reset is moved later before its breaker reopens ([`stated_spread_ms`]).
 pub const STATED_SPREAD_MAX_MS: u64 = 3000;
 

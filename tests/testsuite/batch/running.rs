@@ -358,7 +358,10 @@ fn a_closed_stdout_stops_the_batch() {
     let line = env.shell_line(batch_args(&env, 20, "1"));
     let sh = env.other_cmd(
         "bash",
-        ["-c", &format!("{line} | head -n 1; exit ${{PIPESTATUS[0]}}")],
+        [
+            "-c",
+            &format!("{line} | head -n 1; exit ${{PIPESTATUS[0]}}"),
+        ],
     );
     let out = run_command(sh, None, RUN_TIMEOUT);
     out.assert_code(2)
