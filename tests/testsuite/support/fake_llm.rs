@@ -52,6 +52,8 @@ pub enum Behaviour {
     Text(String),
     /// Like `Text` but the answer is cut at the output limit: `finish_reason:"length"`.
     Truncated(String),
+    /// Like `Text` but the usage chunk reports negative completion tokens.
+    NegativeUsage(String),
     /// 401 `invalid_api_key`.
     Status401,
     /// 402 OpenAI `insufficient_quota`.
@@ -735,6 +737,7 @@ fn act(stream: &mut TcpStream, b: &Behaviour, ctx: &Ctx<'_>) -> bool {
         Behaviour::Ok => text(stream, DEFAULT_TEXT, Mode::Normal),
         Behaviour::Text(t) => text(stream, t, Mode::Normal),
         Behaviour::Truncated(t) => text(stream, t, Mode::Length),
+        Behaviour::NegativeUsage(t) => text(stream, t, Mode::NegativeUsage),
         Behaviour::TextWithUsage {
             text: t,
             prompt_tokens,

@@ -217,6 +217,9 @@ pub(super) enum Mode {
     Normal,
     /// Every piece, then `finish_reason:"length"`.
     Length,
+    /// Like `Normal`, but the usage chunk reports `completion_tokens: -100000` (a broken
+    /// provider's arithmetic).
+    NegativeUsage,
     Slow,
     NoFinish,
     Drop,
@@ -339,7 +342,18 @@ pub(super) fn stream_text(
         } else if mode != Mode::NoFinish {
             sse(w, &chunk_obj(json!({}), Some("stop")))?;
         }
-        send_usage(w, &id, created, usage, ctx)?;
+        if mode == Mode::NegativeUsage {
+            let (prompt, _) = usage;
+            sse(
+                w,
+                &json!({"id": id, "object": "chat.completion.chunk", "created": created,
+                        "model": model, "choices": [],
+                        "usage": {"prompt_tokens": prompt, "completion_tokens": -100_000,
+                                  "total_tokens": -99_000}}),
+            )?;
+        } else {
+            send_usage(w, &id, created, usage, ctx)?;
+        }
         finish_sse(w)?;
         Ok(true)
     })();
