@@ -132,3 +132,67 @@ fn skewed_runners_keep_the_cap_through_redis() {
 fn skewed_runners_keep_the_cap_through_the_file_store() {
     ahead_and_behind(PI_NEWEST, &Store::File);
 }
+
+/// Issue 29: a forged lease with a far-future end holds its slot no longer than the documented
+/// 15 s TTL (it held it for 60 s: a run with a 20 s deadline timed out).
+#[test]
+fn a_forged_far_future_lease_lasts_at_most_the_ttl() {
+    let env = TestEnv::new(PI_MIN, &prim());
+    let forged = serde_json::json!({
+        "version": 1,
+        "providers": {"prim": {"limit": 1, "leases": {
+            "forged:1:0": {"until": u64::MAX, "generation": 0}
+        }}}
+    });
+    std::fs::write(
+        env.agent_dir.join("pi-ccswitch-run-capacity.json"),
+        forged.to_string(),
+    )
+    .expect("forge the capacity file");
+    let out = env.run(FROM_PRIM.iter().copied().chain([
+        "--json",
+        "--max-inflight",
+        "prim=1",
+        "--timeout-ms",
+        "20000",
+        "hi",
+    ]));
+    out.assert_success();
+    let waited = out.json()["capacity_wait_ms"].as_u64().expect("waited");
+    assert!(
+        (10_000..=16_500).contains(&waited),
+        "waited {waited} ms for the forged slot\n{}",
+        out.dump()
+    );
+}
+
+/// Issue 29: Redis keeps a provider's capacity record as the file store does — the learned
+/// limit is the next start however long until the next batch (it expired after an hour idle,
+/// so every nightly batch started cold).
+#[test]
+fn redis_keeps_the_learned_limit_like_the_file_store() {
+    let store = Store::Redis(RedisServer::start());
+    let env = TestEnv::new(PI_NEWEST, &prim());
+    let input = write_file(&env, "jobs.jsonl", &jobs(2));
+    all_answered(
+        &run_command(
+            runner(&env, &store, 0, &["--batch", &input]),
+            None,
+            RUN_TIMEOUT,
+        ),
+        2,
+    );
+    let Store::Redis(server) = &store else {
+        unreachable!()
+    };
+    let key = "pi-ccswitch-run:v1:cap:prim";
+    assert!(
+        matches!(redis_cmd(server, &["EXISTS", key]), Resp::Int(1)),
+        "{key} written"
+    );
+    assert_eq!(
+        redis_cmd(server, &["PTTL", key]),
+        Resp::Int(-1),
+        "the record does not expire"
+    );
+}
