@@ -355,5 +355,8 @@ pub(super) enum Plan {
     RetrySame,
     /// A capacity signal: give the slot back as refused, then wait for one.
     SlowDown,
+    /// The run's slot lapsed while it could not renew it (stopped, SIGSTOP, or starved past
+    /// the lease's TTL): take a slot again, then send the request again.
+    Retake,
     Exhaust(super::Exhaustion),
 }

@@ -97,6 +97,7 @@ impl Machine {
             }
             Plan::Switch(model, reason) => self.go_to(now, model, mode, reason),
             Plan::SlowDown => self.refuse(now, mode),
+            Plan::Retake => self.retake(now, mode),
             Plan::Exhaust(_) if self.attempt.empty_answer() => {
                 self.finish(now, Outcome::EmptyAnswer)
             }

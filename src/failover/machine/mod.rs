@@ -707,6 +707,8 @@ impl Machine {
         }
         let plan = match self.plan.take() {
             Some(plan) if !fresh => plan,
+            // Our own abort of a request whose slot lapsed: whatever Pi says of it.
+            Some(Plan::Retake) => Plan::Retake,
             _ => {
                 self.dispatch.judged();
                 let (verdict, error) = self.verdict_on(&message, &stop);

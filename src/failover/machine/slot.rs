@@ -28,6 +28,11 @@ pub(super) struct SlotState {
     window: Option<Instant>,
     /// An admission given up on for being slow: its id and the providers of its choices.
     overdue: Option<(u64, Vec<String>)>,
+    /// When the held slot's lease was last taken or renewed (sent), on the monotonic clock,
+    /// which runs on while the process is stopped: a gap past the TTL means the lease lapsed.
+    confirmed_at: Option<Instant>,
+    /// When the latest admission was asked for.
+    asked_at: Option<Instant>,
 }
 
 /// How an attempt's slot is given back.
@@ -54,6 +59,8 @@ impl SlotState {
             pause_ms: 0,
             window: None,
             overdue: None,
+            confirmed_at: None,
+            asked_at: None,
         }
     }
 
@@ -148,6 +155,7 @@ impl SlotState {
     /// A slot on `provider` was granted at `now` (ending a wait, if there was one).
     pub(super) fn granted(&mut self, provider: &str, now: Instant) {
         self.held = Some(provider.to_string());
+        self.confirmed_at = Some(now);
         if let Some(since) = self.waiting_since.take() {
             let ms = now.saturating_duration_since(since).as_millis();
             self.waited_ms = self
@@ -222,6 +230,33 @@ impl SlotState {
             return Some(d);
         }
         self.give_back(Ending::Released, at)
+    }
+
+    /// An admission is asked for at `now`.
+    pub(super) fn asking(&mut self, now: Instant) {
+        self.asked_at = Some(now);
+    }
+
+    /// A grant read at `now` for the admission asked last may have lapsed before it is used:
+    /// the process was stopped for a whole TTL between asking and reading the answer.
+    pub(super) fn grant_stale(&self, now: Instant) -> bool {
+        self.asked_at.is_some_and(|t| {
+            now.saturating_duration_since(t) >= std::time::Duration::from_millis(self.ttl_ms())
+        })
+    }
+
+    /// A renewal of the held slot went out at `now`.
+    pub(super) fn renewed(&mut self, now: Instant) {
+        self.confirmed_at = Some(now);
+    }
+
+    /// The held slot's lease has run out at `now` without a renewal: the run could not renew
+    /// it for a whole TTL (it was stopped, or starved), so another run may hold the slot now.
+    pub(super) fn lapsed(&self, now: Instant) -> bool {
+        self.held.is_some()
+            && self.confirmed_at.is_some_and(|t| {
+                now.saturating_duration_since(t) >= std::time::Duration::from_millis(self.ttl_ms())
+            })
     }
 
     /// The renewal of the held slot at `at`.

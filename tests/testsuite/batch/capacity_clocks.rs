@@ -196,3 +196,110 @@ fn redis_keeps_the_learned_limit_like_the_file_store() {
         "the record does not expire"
     );
 }
+
+/// Issue 29, item 7: a batch SIGSTOPped while it holds both of a key's slots lets its leases
+/// lapse; another runner (here: the test, through the store) takes the slots. When the batch
+/// continues it does not go on past the cap: it gives its lapsed slots up (the store counts
+/// no more than the cap), stops its requests and sends them again only once it has slots
+/// again, and every job is answered.
+#[test]
+fn a_stopped_batch_takes_its_slots_again_before_sending() {
+    use pi_ccswitch_run::capacity::ops::{CapacityOp, CapacityReply, Choice};
+    use pi_ccswitch_run::capacity::{CapacityDelta, DEFAULT_LEASE_TTL_MS, Limits};
+    use pi_ccswitch_run::health::store::{FileStore, HealthStore};
+    use std::os::unix::process::CommandExt;
+
+    let env = TestEnv::new(PI_NEWEST, &prim());
+    let mut script = vec![Behaviour::Ok.delayed(40_000); 2];
+    script.extend(std::iter::repeat_n(Behaviour::Ok.delayed(300), 6));
+    env.llm.script("a", "m", script);
+    let input = write_file(&env, "jobs.jsonl", &jobs(2));
+    let mut cmd = runner(
+        &env,
+        &Store::File,
+        0,
+        &["--batch", &input, "--jobs", "2", "-v"],
+    );
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0);
+    let child = cmd.spawn().expect("spawn the batch");
+    let pid = i32::try_from(child.id()).expect("pid");
+    assert_eq!(env.llm.wait_in_flight("a", 2, Duration::from_secs(30)), 2);
+    // SAFETY: kill(2) on the runner this test started.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(DEFAULT_LEASE_TTL_MS + 2_000));
+
+    let now = || {
+        u64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock")
+                .as_millis(),
+        )
+        .expect("ms")
+    };
+    let limits = Limits {
+        initial: 2,
+        cap: Some(2),
+    };
+    let mut store = FileStore::open(&env.agent_dir);
+    for slot in ["other:1:0", "other:1:1"] {
+        let op = CapacityOp::Admit {
+            slot: slot.to_string(),
+            ttl_ms: DEFAULT_LEASE_TTL_MS,
+            choices: vec![Choice {
+                provider: "prim".into(),
+                limits,
+            }],
+            release: None,
+        };
+        let reply = store.capacity(&op, now()).expect("admit");
+        assert!(
+            matches!(reply, CapacityReply::Admitted { .. }),
+            "the stopped batch's leases lapsed: {reply:?}"
+        );
+    }
+    let sent_before = env.llm.requests().len();
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    std::thread::sleep(Duration::from_millis(3_000));
+    let in_flight = |store: &mut FileStore| {
+        store
+            .load_capacity(now())
+            .expect("load")
+            .get("prim")
+            .map_or(0, |r| r.in_flight(now()))
+    };
+    assert_eq!(
+        in_flight(&mut store),
+        2,
+        "the continued batch counts itself on top of the cap"
+    );
+    assert_eq!(
+        env.llm.requests().len(),
+        sent_before,
+        "nothing sent while the slots are another's"
+    );
+    for slot in ["other:1:0", "other:1:1"] {
+        let op = CapacityOp::Apply {
+            provider: "prim".into(),
+            delta: CapacityDelta::Release {
+                at: now(),
+                slot: slot.to_string(),
+            },
+        };
+        store.capacity(&op, now()).expect("release");
+    }
+    let done = child.wait_with_output().expect("the batch ends");
+    let out = Output {
+        code: done.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&done.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&done.stderr).into_owned(),
+        elapsed: Duration::ZERO,
+    };
+    all_answered(&out, 2);
+    out.assert_stderr_contains("lease lapsed");
+    assert_eq!(env.llm.requests().len(), sent_before + 2, "{}", out.dump());
+    env.assert_no_orphans();
+}
