@@ -272,3 +272,41 @@ impl SlotState {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn options() -> CapacityOptions {
+        CapacityOptions {
+            slot: "h:1:0".into(),
+            initial: 2,
+            caps: Default::default(),
+            pre_request_grace: false,
+        }
+    }
+
+    /// Issue 29: a lease not renewed for a whole TTL (the process was stopped) has lapsed; a
+    /// grant read a whole TTL after it was asked for is stale.
+    #[test]
+    fn a_lease_lapses_after_a_ttl_without_renewal() {
+        let t0 = crate::clock::now().instant;
+        let ttl = Duration::from_millis(DEFAULT_LEASE_TTL_MS);
+        let mut s = SlotState::new(Some(options()));
+        assert!(!s.lapsed(t0 + ttl), "nothing held");
+        s.asking(t0);
+        assert!(!s.grant_stale(t0 + ttl - Duration::from_millis(1)));
+        assert!(s.grant_stale(t0 + ttl));
+        s.granted("p", t0);
+        assert!(!s.lapsed(t0 + ttl / 3));
+        s.renewed(t0 + ttl / 3);
+        assert!(!s.lapsed(t0 + ttl), "renewed a third of the way");
+        assert!(
+            s.lapsed(t0 + ttl / 3 + ttl),
+            "stopped for a whole TTL since"
+        );
+        s.give_back(Ending::Released, 0);
+        assert!(!s.lapsed(t0 + 10 * ttl), "nothing held any more");
+    }
+}
