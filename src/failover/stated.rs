@@ -81,7 +81,7 @@
 //! pattern backtracks; numbers of any length are read once with saturating arithmetic.
 
 /// How far ahead a stated time may lie and still be believed: 8 days.
-pub const MAX_AHEAD_MS: u64 = 8 * 24 * 3600 * 1000;
+pub const MAX_AHEAD_MS: u64 = crate::health::cooldown::MAX_STATED_AHEAD_MS;
 
 /// How much of an error text is read (see the module doc).
 pub const MAX_SCANNED: usize = 16 * 1024;

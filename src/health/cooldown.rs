@@ -13,6 +13,10 @@ pub const PROBE_LEASE_MS: u64 = 2 * MIN;
 /// longer (up to the 8 days a statement is believed).
 pub const MAX_COOLDOWN_MS: u64 = 24 * HOUR;
 
+/// How far ahead a provider's stated reset is believed (`failover::stated` reads no later one),
+/// and so the longest a stored stated reset may lie ahead: 8 days, a weekly window plus slack.
+pub const MAX_STATED_AHEAD_MS: u64 = 8 * 24 * HOUR;
+
 /// The most a stated reset is moved later before its breaker reopens ([`stated_spread_ms`]).
 pub const STATED_SPREAD_MAX_MS: u64 = 3000;
 

@@ -127,7 +127,7 @@ impl Record {
     /// [`cooldown::PROBE_LEASE_MS`]. A record written by a clock far ahead (`faketime +400d`),
     /// or forged (year 9999), then blocks a model no longer than a real failure could (issue 29).
     pub fn clamp_times(&mut self, now_ms: u64) {
-        let stated_bound = now_ms.saturating_add(crate::failover::stated::MAX_AHEAD_MS);
+        let stated_bound = now_ms.saturating_add(cooldown::MAX_STATED_AHEAD_MS);
         if self.stated_reset.is_some_and(|t| t > stated_bound) {
             self.stated_reset = None;
             self.stated_words = None;
