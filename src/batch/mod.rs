@@ -135,6 +135,7 @@ pub async fn run(
         thinking: inv.thinking.clone(),
         complexity: inv.task_complexity,
         workers,
+        origins: crate::served::Origins::load(settings, inv),
     };
     let (recorded, target) = match ledger {
         Some(l) => (l.recorded, Target::File(l.guard)),
@@ -653,6 +654,7 @@ mod tests {
             thinking: None,
             complexity: None,
             workers,
+            origins: None,
         };
         Shared {
             plan,

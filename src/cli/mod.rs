@@ -5,13 +5,15 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser as _};
-use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::error::ErrorKind;
 use clap::{ArgAction, CommandFactory, Parser};
 
 use crate::complexity::Complexity;
 use crate::settings::{self, parse_decimal};
+use clap_errors::clap_error;
 use hints::{missing_requirement, unicode_dash};
 
+mod clap_errors;
 mod hints;
 
 pub const USAGE: &str = "pi-ccswitch-run [options] [--] [@file ...] <prompt words ...>";
@@ -517,6 +519,15 @@ where
         .map(|inv| Parsed::Run(Box::new(inv)))
 }
 
+/// Whether the command line asks for `--json` (before any `--`), whether or not it parses: a
+/// usage error then prints a result record too.
+pub fn json_asked(args: &[OsString]) -> bool {
+    args.iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--json")
+}
+
 /// Whether a run without prompt words is an error: not when only the arguments before
 /// `--help` are checked (help needs no prompt).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -537,75 +548,6 @@ fn error_before_help(args: &[OsString]) -> Option<UsageError> {
         Err(e) => clap_error(&e),
         Ok(cli) => cli.into_invocation(Prompt::Optional).err(),
     }
-}
-
-/// Turns clap's error into our one-line usage error; `None` for help/version output.
-fn clap_error(e: &clap::Error) -> Option<UsageError> {
-    let arg = || match e.get(ContextKind::InvalidArg) {
-        Some(ContextValue::String(s)) => s.clone(),
-        _ => String::new(),
-    };
-    let flag_name = |a: String| a.split([' ', '=']).next().unwrap_or_default().to_string();
-    let msg = match e.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => return None,
-        ErrorKind::UnknownArgument => {
-            let suggestion = match e.get(ContextKind::SuggestedArg) {
-                Some(ContextValue::String(s)) => format!(" (did you mean {s}?)"),
-                Some(ContextValue::Strings(v)) if !v.is_empty() => {
-                    format!(" (did you mean {}?)", v.join(" or "))
-                }
-                _ => String::new(),
-            };
-            format!("unsupported option: {}{suggestion}", arg())
-        }
-        ErrorKind::MissingRequiredArgument => {
-            let missing = match e.get(ContextKind::InvalidArg) {
-                Some(ContextValue::Strings(v)) => v.join(", "),
-                _ => String::new(),
-            };
-            format!("{missing} is required by an option given (see --help)")
-        }
-        ErrorKind::InvalidValue | ErrorKind::NoEquals => {
-            let value = match e.get(ContextKind::InvalidValue) {
-                Some(ContextValue::String(s)) => s.clone(),
-                _ => String::new(),
-            };
-            if value.is_empty() {
-                format!("{} requires a value", flag_name(arg()))
-            } else {
-                let valid = match e.get(ContextKind::ValidValue) {
-                    Some(ContextValue::Strings(v)) => format!(" (expected {})", v.join(", ")),
-                    _ => String::new(),
-                };
-                format!("invalid value '{value}' for {}{valid}", flag_name(arg()))
-            }
-        }
-        ErrorKind::ValueValidation => {
-            let name = flag_name(arg());
-            let value = match e.get(ContextKind::InvalidValue) {
-                Some(ContextValue::String(s)) => s.clone(),
-                _ => String::new(),
-            };
-            match name.as_str() {
-                "--timeout-ms" => {
-                    format!("--timeout-ms must be a positive integer (got '{value}')")
-                }
-                "--jobs" => format!("--jobs must be a whole number from 1 to 256 (got '{value}')"),
-                "--task-complexity" => format!(
-                    "invalid value '{value}' for --task-complexity (expected {})",
-                    Complexity::VALUES.join(", ")
-                ),
-                _ => format!("invalid value '{value}' for {name}"),
-            }
-        }
-        _ => {
-            // clap's own first line, without its "error: " prefix.
-            let text = e.render().to_string();
-            let line = text.lines().next().unwrap_or("invalid arguments");
-            line.trim_start_matches("error: ").to_string()
-        }
-    };
-    Some(UsageError(msg))
 }
 
 /// A forwarded value must be present, non-empty and not look like the next flag.
