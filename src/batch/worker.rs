@@ -48,6 +48,8 @@ pub struct Plan {
     /// Where Pi's models come from and what the user named (warnings about the models that
     /// served a job); `None` without an agent dir.
     pub origins: Option<Origins>,
+    /// `--permanent-ok`: failures in the input itself do not make the batch's exit code.
+    pub permanent_ok: bool,
 }
 
 impl Plan {
@@ -277,7 +279,12 @@ impl Worker {
                 let retry = output::retry_of(&ended.end)
                     .map(|r| format!("; retry: {}", r.reason))
                     .unwrap_or_default();
-                format!("{who}: exit {}: {e}{retry}", exit.code())
+                let permanent = if ended.permanent() {
+                    " (permanent: the job's own input fails)"
+                } else {
+                    ""
+                };
+                format!("{who}: exit {}: {e}{retry}{permanent}", exit.code())
             }
             (None, None) => format!("{who}: exit {}", exit.code()),
         };
@@ -482,7 +489,10 @@ fn invalid_line(index: usize, number: u64, invalid: &Invalid, line_hash: u64) ->
             &ended,
             Vec::new(),
         ),
-        note: format!("{who}: exit 2: {}", invalid.reason),
+        note: format!(
+            "{who}: exit 2: {} (permanent: the job's own input fails)",
+            invalid.reason
+        ),
         label: match &invalid.id {
             Some(id) => crate::redact::printable(&id.canonical()),
             None => format!("input line {number}"),

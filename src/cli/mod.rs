@@ -246,6 +246,20 @@ pub struct Cli {
     #[arg(long, requires = "resume")]
     pub rerun_changed: bool,
 
+    /// With --resume: also count the results recorded in FILE (another shard's, an earlier setup's), read before --output's (repeatable)
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "resume",
+        allow_hyphen_values = true,
+        action = ArgAction::Append
+    )]
+    pub resume_from: Vec<String>,
+
+    /// Exit 0 when the only jobs without an answer failed permanently, in their own input (still listed on stderr and in the results)
+    #[arg(long, requires = "batch")]
+    pub permanent_ok: bool,
+
     /// Run only shard I of N (0 <= I < N), chosen by a stable hash of each job's id
     #[arg(
         long,
@@ -254,6 +268,10 @@ pub struct Cli {
         allow_hyphen_values = true
     )]
     pub shard: Option<String>,
+
+    /// Print the completion script for SHELL (bash, zsh, fish, powershell, elvish) and exit
+    #[arg(long, value_name = "SHELL", group = "mode", value_parser = clap::value_parser!(clap_complete::Shell))]
+    pub completions: Option<clap_complete::Shell>,
 
     /// Ignored (accepted for compatibility with the old runner)
     #[arg(short = 'p', long = "print", hide = true)]
@@ -425,6 +443,10 @@ pub struct BatchArgs {
     pub retry_failed: bool,
     /// `--rerun-changed`: answered jobs whose files changed are run again.
     pub rerun_changed: bool,
+    /// `--resume-from`: earlier result files read before `--output`.
+    pub resume_from: Vec<PathBuf>,
+    /// `--permanent-ok`: failures in the input itself do not make the exit code.
+    pub permanent_ok: bool,
     pub shard: Option<Shard>,
 }
 
@@ -515,8 +537,32 @@ where
             };
         }
     };
+    if let Some(shell) = cli.completions {
+        return completions(shell, &args).map(Parsed::Info);
+    }
     cli.into_invocation(Prompt::Required)
         .map(|inv| Parsed::Run(Box::new(inv)))
+}
+
+/// `--completions SHELL`: the script `completions/` holds for SHELL, generated from the
+/// command definition. Alone: another flag or a prompt beside it is a usage error.
+fn completions(shell: clap_complete::Shell, args: &[OsString]) -> Result<String, UsageError> {
+    let given = args
+        .iter()
+        .skip(1)
+        .filter(|a| !a.to_string_lossy().starts_with("--completions"))
+        .count();
+    // `--completions bash` is two arguments, `--completions=bash` one.
+    let value_apart = args.iter().any(|a| a == "--completions");
+    if given > usize::from(value_apart) {
+        return Err(UsageError(
+            "--completions prints a completion script; give it alone (e.g. --completions bash)"
+                .to_string(),
+        ));
+    }
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut command(), "pi-ccswitch-run", &mut out);
+    String::from_utf8(out).map_err(|_| UsageError("the completion script is not UTF-8".into()))
 }
 
 /// Whether the command line asks for `--json` (before any `--`), whether or not it parses: a
@@ -655,6 +701,11 @@ impl Cli {
                 Some(s) => Some(parse_shard(&s)?),
                 None => None,
             };
+            let resume_from = self
+                .resume_from
+                .into_iter()
+                .map(|f| checked("--resume-from", Some(f)).map(|f| PathBuf::from(f.unwrap_or_default())))
+                .collect::<Result<_, _>>()?;
             Mode::Batch(BatchArgs {
                 file: f,
                 jobs: self.jobs,
@@ -662,6 +713,8 @@ impl Cli {
                 resume: self.resume,
                 retry_failed: self.retry_failed,
                 rerun_changed: self.rerun_changed,
+                resume_from,
+                permanent_ok: self.permanent_ok,
                 shard,
             })
         } else if self.explain {
