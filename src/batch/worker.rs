@@ -227,7 +227,13 @@ impl Worker {
                 spec,
                 input_hash,
             } => match self.job(&spec, ctx, stops).await {
-                Ran::Ended(ended) if matches!(ended.end, JobEnd::Stopped(_)) => Outcome::Unfinished,
+                // A signal or the batch stopping cuts the job short: it records nothing. Its own
+                // deadline is an ending like any other (exit 124, recorded).
+                Ran::Ended(ended)
+                    if matches!(ended.end, JobEnd::Stopped(Stop::Signal(_) | Stop::Halt)) =>
+                {
+                    Outcome::Unfinished
+                }
                 Ran::Ended(ended) => match &ended.end {
                     JobEnd::OverBudget { why, .. } => Outcome::Left {
                         index,

@@ -25,6 +25,7 @@ mod model_selection;
 mod npm;
 mod pi_faults;
 mod quota;
+mod records;
 mod release;
 mod rig;
 mod runner;
