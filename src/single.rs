@@ -102,9 +102,7 @@ impl Run<'_> {
             JobEnd::Explained(e) => self.capacity_of(e).await,
             _ => Vec::new(),
         };
-        let warnings = origins
-            .map(|o| o.warnings(&ended))
-            .unwrap_or_default();
+        let warnings = origins.map(|o| o.warnings(&ended)).unwrap_or_default();
         let exit = deliver(
             inv,
             self.settings,
@@ -188,7 +186,10 @@ fn stops_from(mut signals: watch::Receiver<Option<Interrupt>>) -> watch::Receive
 
 /// Prints what the run came to (the answer, the result record or the explanation on stdout;
 /// the warnings, the error and the retry hint on stderr) and returns its exit code.
-#[expect(clippy::too_many_arguments, reason = "everything a run's ending is printed from")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "everything a run's ending is printed from"
+)]
 fn deliver(
     inv: &Invocation,
     settings: &Settings,

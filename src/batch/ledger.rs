@@ -635,7 +635,10 @@ mod tests {
         drop(l);
         // A file that is one torn line, longer than a scan chunk.
         let (_d, path) = ledger_file(&vec![b'x'; 200_000]);
-        assert_eq!(open(&path, false, &[]).unwrap().tail, Some(Tail::Cut(200_000)));
+        assert_eq!(
+            open(&path, false, &[]).unwrap().tail,
+            Some(Tail::Cut(200_000))
+        );
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
     }
 
@@ -739,14 +742,20 @@ mod tests {
         std::fs::write(&path, b"").unwrap();
         let l = open(&path, true, std::slice::from_ref(&earlier)).unwrap();
         assert_eq!(
-            l.recorded.as_ref().unwrap().known(&id("a"), 0xaa, none, &mut || None),
+            l.recorded
+                .as_ref()
+                .unwrap()
+                .known(&id("a"), 0xaa, none, &mut || None),
             Known::Answered
         );
         drop(l);
         let err = open(&path, true, &[dir.path().join("nope.jsonl")])
             .unwrap_err()
             .to_string();
-        assert!(err.contains("--resume-from") && err.contains("nope.jsonl"), "{err}");
+        assert!(
+            err.contains("--resume-from") && err.contains("nope.jsonl"),
+            "{err}"
+        );
     }
 
     /// A recorded reason is kept short and on one line, whatever the file holds.
@@ -759,7 +768,10 @@ mod tests {
         let mut r = Recorded::default();
         r.apply(long.as_bytes());
         let reason = r.failed_reason(&id("x")).unwrap();
-        assert!(reason.len() <= MAX_REASON && reason.ends_with("..."), "{reason}");
+        assert!(
+            reason.len() <= MAX_REASON && reason.ends_with("..."),
+            "{reason}"
+        );
         assert!(!reason.contains('\n'));
     }
 

@@ -239,14 +239,9 @@ impl Worker {
                         index,
                         why: why.clone(),
                     },
-                    _ => Outcome::Finished(Box::new(self.done(
-                        index,
-                        number,
-                        &spec,
-                        input_hash,
-                        &ended,
-                        ctx.plan,
-                    ))),
+                    _ => Outcome::Finished(Box::new(
+                        self.done(index, number, &spec, input_hash, &ended, ctx.plan),
+                    )),
                 },
                 Ran::Setup(ended) => Outcome::Setup(ended),
             },

@@ -74,4 +74,3 @@ pub(super) fn clap_error(e: &clap::Error) -> Option<UsageError> {
     };
     Some(UsageError(msg))
 }
-

@@ -704,7 +704,9 @@ impl Cli {
             let resume_from = self
                 .resume_from
                 .into_iter()
-                .map(|f| checked("--resume-from", Some(f)).map(|f| PathBuf::from(f.unwrap_or_default())))
+                .map(|f| {
+                    checked("--resume-from", Some(f)).map(|f| PathBuf::from(f.unwrap_or_default()))
+                })
                 .collect::<Result<_, _>>()?;
             Mode::Batch(BatchArgs {
                 file: f,

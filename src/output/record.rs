@@ -269,7 +269,9 @@ mod tests {
         let endings = [
             Ended::bare(JobEnd::EmptyAnswer),
             Ended::bare(JobEnd::Stopped(Stop::Deadline)),
-            Ended::bare(JobEnd::Stopped(Stop::Signal(crate::signals::Interrupt::Int))),
+            Ended::bare(JobEnd::Stopped(Stop::Signal(
+                crate::signals::Interrupt::Int,
+            ))),
             Ended::bare(JobEnd::Unprepared(Unprepared::Deadline { timeout_ms: 5 })),
             Ended::bare(JobEnd::InvalidLine("input line 1: x".into())),
         ];
@@ -322,7 +324,10 @@ mod tests {
             "unsupported option: --modle (did you mean --model?)"
         );
         assert_eq!(v["warnings"], serde_json::json!([]));
-        let secret = Record::failed(Exit::Error, "bad --health-url rediss://:sk-abcdefghijklmnopqrstuv@h");
+        let secret = Record::failed(
+            Exit::Error,
+            "bad --health-url rediss://:sk-abcdefghijklmnopqrstuv@h",
+        );
         assert!(!secret.line().contains("sk-abcdefghijklmnopqrstuv"));
     }
 }

@@ -480,13 +480,17 @@ fn a_run_served_by_a_built_in_model_nobody_chose_warns_and_lists_it(v: &str) {
     let warnings = j["warnings"].as_array().expect("warnings");
     assert_eq!(warnings.len(), 1, "{j}");
     assert_eq!(warnings[0]["code"], "built_in_start");
-    let model = warnings[0]["model"].as_str().expect("the model").to_string();
+    let model = warnings[0]["model"]
+        .as_str()
+        .expect("the model")
+        .to_string();
     assert!(model.starts_with("deepseek/"), "{model}");
     assert_eq!(j["model"]["provider"], "deepseek");
     let message = warnings[0]["message"].as_str().unwrap();
     assert!(
-        message.starts_with(&format!("the run started on {model}, a model from Pi's built-in"))
-            && message.contains("(provider deepseek was brought in by DEEPSEEK_API_KEY)"),
+        message.starts_with(&format!(
+            "the run started on {model}, a model from Pi's built-in"
+        )) && message.contains("(provider deepseek was brought in by DEEPSEEK_API_KEY)"),
         "{message}"
     );
     out.assert_stderr_contains(&format!("warning: {message}"));

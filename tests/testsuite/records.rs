@@ -196,7 +196,8 @@ fn a_single_run_with_only_empty_attachments_fails_and_sends_nothing() {
     let at_empty = format!("@{empty}");
     let mut args = FROM_PRIM.to_vec();
     args.extend(["--explain", &at_empty, "Summarise"]);
-    env.run(&args).assert_fails_with(2, "is empty: nothing to send");
+    env.run(&args)
+        .assert_fails_with(2, "is empty: nothing to send");
     assert!(env.llm.requests().is_empty(), "nothing was sent");
     // Beside a real attachment the empty one is skipped, as before, and said so.
     let real = write_file(&env, "real.md", "Q3 revenue grew.");
@@ -247,10 +248,15 @@ fn every_batch_result_has_the_same_keys() {
         "not json".to_string(),
     ];
     let results = batch(&env, &lines, &[], 2);
-    let codes: Vec<i64> = results.iter().map(|r| r["exit_code"].as_i64().unwrap()).collect();
+    let codes: Vec<i64> = results
+        .iter()
+        .map(|r| r["exit_code"].as_i64().unwrap())
+        .collect();
     assert_eq!(codes, [0, 0, 2, 2, 2, 2]);
     assert_eq!(
-        results[1]["attachments"][0]["sha256"].as_str().map(str::len),
+        results[1]["attachments"][0]["sha256"]
+            .as_str()
+            .map(str::len),
         Some(64)
     );
     assert_eq!(results[0]["attachments"], serde_json::json!([]));

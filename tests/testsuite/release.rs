@@ -82,7 +82,9 @@ fn changelog_latest_release_is_the_crate_version() {
 #[test]
 fn a_stale_pin_is_found() {
     assert_eq!(
-        pins("npm i pi-ccswitch-run@0.2.0 x; npx pi-ccswitch-run@latest; pi-ccswitch-run@1.2.3-rc.1"),
+        pins(
+            "npm i pi-ccswitch-run@0.2.0 x; npx pi-ccswitch-run@latest; pi-ccswitch-run@1.2.3-rc.1"
+        ),
         ["0.2.0", "1.2.3-rc.1"]
     );
 }
