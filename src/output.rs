@@ -83,14 +83,26 @@ pub fn end_message(ended: &Ended) -> Option<String> {
     Some(match &ended.end {
         JobEnd::Answered { .. } | JobEnd::Explained(_) => return None,
         JobEnd::Exhausted {
-            reason, last_error, ..
-        } => match last_error {
-            Some(e) => format!(
-                "failover exhausted: {reason}; {}; last error: {e}",
-                tried(&ended.tried)
-            ),
-            None => format!("failover exhausted: {reason}; {}", tried(&ended.tried)),
-        },
+            reason,
+            last_error,
+            too_large,
+            ..
+        } => {
+            // Said plainly: the nightly log names such a job every night.
+            let reason = if *too_large {
+                "the request is too large for every model in scope (no context window takes it)"
+                    .to_string()
+            } else {
+                reason.to_string()
+            };
+            match last_error {
+                Some(e) => format!(
+                    "failover exhausted: {reason}; {}; last error: {e}",
+                    tried(&ended.tried)
+                ),
+                None => format!("failover exhausted: {reason}; {}", tried(&ended.tried)),
+            }
+        }
         JobEnd::OverBudget { why, last_error } => {
             let last = last_error
                 .as_ref()
