@@ -13,6 +13,7 @@ mod support;
 mod batch;
 mod budget;
 mod capacity_runs;
+mod ci_recipe;
 mod cli;
 mod demo;
 mod docs;
