@@ -185,6 +185,17 @@ fn pi_loss(loss: &PiLoss) -> String {
     }
 }
 
+/// The result record of how a job ended (see [`record`]), with its warnings.
+pub fn record_of(ended: &Ended, warnings: Vec<Warning>) -> Record {
+    Record::of(
+        ended,
+        exit_of(&ended.end),
+        end_message(ended),
+        retry_of(&ended.end),
+        warnings,
+    )
+}
+
 /// Prints a result record (`--json`) on stdout; a broken pipe is swallowed.
 pub fn print_record(record: &Record) -> io::Result<()> {
     stdout_text(&record.line())

@@ -162,7 +162,7 @@ pub fn unprepared(inv: &Invocation, console: &Console, unprepared: job::Unprepar
         console.error_line(&err);
     }
     if inv.json
-        && let Err(e) = output::print_record(&output::Record::of(&ended, Vec::new()))
+        && let Err(e) = output::print_record(&output::record_of(&ended, Vec::new()))
     {
         console.error_line(&format!("cannot write to stdout: {e}"));
     }
@@ -235,7 +235,7 @@ fn deliver(
             text.push_str(&capacity_text(capacity));
             output::stdout_text(&text)
         }
-        _ if inv.json => output::print_record(&output::Record::of(ended, warnings)),
+        _ if inv.json => output::print_record(&output::record_of(ended, warnings)),
         JobEnd::Answered { text, .. } => output::answer(text),
         _ => Ok(()),
     };

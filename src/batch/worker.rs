@@ -23,7 +23,7 @@ use crate::exit::Exit;
 use crate::failover::Config;
 use crate::health::service::HealthHandle;
 use crate::job::{self, Ended, JobEnd, JobRequest, Stop, Unprepared};
-use crate::output::{self, JobFields, Record, Warning, record::AttachmentRecord};
+use crate::output::{self, JobFields, Warning, record::AttachmentRecord};
 use crate::rpc::Usage;
 use crate::served::Origins;
 
@@ -165,7 +165,7 @@ pub fn result_line(
     } else {
         ended.content_hash.map(shard::hex)
     };
-    Record::of(ended, warnings)
+    output::record_of(ended, warnings)
         .for_job(JobFields {
             id: id.cloned().unwrap_or(Value::Null),
             line: number,

@@ -3,11 +3,10 @@
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
-use super::UsageError;
 use crate::complexity::Complexity;
 
-/// Turns clap's error into our one-line usage error; `None` for help/version output.
-pub(super) fn clap_error(e: &clap::Error) -> Option<UsageError> {
+/// Turns clap's error into the line of our usage error; `None` for help/version output.
+pub(super) fn clap_error(e: &clap::Error) -> Option<String> {
     let arg = || match e.get(ContextKind::InvalidArg) {
         Some(ContextValue::String(s)) => s.clone(),
         _ => String::new(),
@@ -72,5 +71,5 @@ pub(super) fn clap_error(e: &clap::Error) -> Option<UsageError> {
             line.trim_start_matches("error: ").to_string()
         }
     };
-    Some(UsageError(msg))
+    Some(msg)
 }

@@ -523,7 +523,7 @@ where
                 return Err(UsageError(err));
             }
             return match clap_error(&e) {
-                Some(usage) => Err(usage),
+                Some(usage) => Err(UsageError(usage)),
                 None => {
                     // Like the old runner, scanning stops at `--help`, but a bad argument
                     // before it still wins (`@ --help` is an error, not help).
@@ -591,7 +591,7 @@ fn error_before_help(args: &[OsString]) -> Option<UsageError> {
         .position(|a| a == "-h" || a == "--help")?;
     let prefix = &args[..at];
     match Cli::try_parse_from(prefix) {
-        Err(e) => clap_error(&e),
+        Err(e) => clap_error(&e).map(UsageError),
         Ok(cli) => cli.into_invocation(Prompt::Optional).err(),
     }
 }

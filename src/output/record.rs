@@ -6,8 +6,8 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{end_message, exit_of, retry_of};
 use crate::exit::Exit;
+use crate::failover::reopen::RetryHint;
 use crate::job::{Ended, JobEnd};
 use crate::redact::redact;
 use crate::rpc::Usage;
@@ -126,9 +126,16 @@ pub struct AttachmentRecord {
 }
 
 impl Record {
-    /// The record of how a job ended, with the warnings about how it was served.
-    pub fn of(ended: &Ended, warnings: Vec<Warning>) -> Record {
-        let message = end_message(ended);
+    /// The record of how a job ended: its exit code, the one line that explains a failure and
+    /// the retry hint (`output` words them: see `output::record_of`), and the warnings about how
+    /// it was served.
+    pub fn of(
+        ended: &Ended,
+        exit: Exit,
+        message: Option<String>,
+        retry: Option<&RetryHint>,
+        warnings: Vec<Warning>,
+    ) -> Record {
         let attempts = ended
             .attempts
             .iter()
@@ -159,7 +166,6 @@ impl Record {
             ),
             _ => (None, None),
         };
-        let exit = exit_of(&ended.end);
         Record {
             ok: exit == Exit::Success,
             answer,
@@ -172,7 +178,7 @@ impl Record {
             failed_usage: UsageRecord::from(&ended.failed_usage()),
             exit_code: exit.code(),
             error: message.as_deref().map(redact),
-            retry: retry_of(&ended.end).map(|r| RetryRecord {
+            retry: retry.map(|r| RetryRecord {
                 could_help: r.could_help,
                 retry_after_ms: r.retry_after_ms,
                 reason: redact(&r.reason),
@@ -233,6 +239,7 @@ impl Record {
 mod tests {
     use super::*;
     use crate::job::{Stop, Unprepared};
+    use crate::output::record_of;
 
     fn keys(record: &Record) -> Vec<String> {
         let v: Value = serde_json::from_str(&record.line()).expect("a record is JSON");
@@ -277,7 +284,7 @@ mod tests {
         ];
         let expected = sorted(&SINGLE_KEYS);
         for ended in &endings {
-            assert_eq!(keys(&Record::of(ended, Vec::new())), expected, "{ended:?}");
+            assert_eq!(keys(&record_of(ended, Vec::new())), expected, "{ended:?}");
         }
         assert_eq!(keys(&Record::failed(Exit::Error, "bad")), expected);
     }
@@ -293,7 +300,7 @@ mod tests {
             attachments: Vec::new(),
             content_hash: None,
         };
-        let record = Record::of(&Ended::bare(JobEnd::EmptyAnswer), Vec::new()).for_job(job);
+        let record = record_of(&Ended::bare(JobEnd::EmptyAnswer), Vec::new()).for_job(job);
         let mut expected = SINGLE_KEYS.to_vec();
         expected.extend([
             "id",

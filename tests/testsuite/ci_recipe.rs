@@ -289,13 +289,12 @@ fn matrix_job(
     outputs
 }
 
+/// Each matrix job's value, workspace and steps that ran.
+type MatrixRun = Vec<(String, Repo, Vec<(String, Output)>)>;
+
 /// The matrix: one job per value, all at once, each in a workspace of its own (as each runner
 /// checks out its own), against the same fault server.
-fn matrix(
-    env: &TestEnv,
-    change: Option<&str>,
-    test_env: &[(&str, &str)],
-) -> Vec<(String, Repo, Vec<(String, Output)>)> {
+fn matrix(env: &TestEnv, change: Option<&str>, test_env: &[(&str, &str)]) -> MatrixRun {
     let wf = workflow();
     let repos: Vec<(String, Repo)> = wf
         .matrix
