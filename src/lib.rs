@@ -120,8 +120,8 @@ fn fallible(inv: &cli::Invocation, console: &console::Console) -> anyhow::Result
             );
             match runtime.block_on(reading) {
                 Ok(p) => Some(p),
-                // A bad attachment, the deadline, or only empty ones (`git diff A...A | … @-`: a review of
-                // nothing would be made up): exit 2, nothing sent, as for a batch job (124 for the deadline).
+                // A bad attachment, the deadline, or only empty ones (`git diff A...A | … @-`:
+                // a review of nothing would be made up): nothing is sent, as for a batch job.
                 Err(unprepared) => return Ok(single::unprepared(inv, console, unprepared)),
             }
         }

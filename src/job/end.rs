@@ -73,7 +73,7 @@ pub enum Unprepared {
         error: AttachError,
         content_hash: Option<u64>,
     },
-    /// Every attachment was empty: nothing to send (a batch job; a single run warns instead).
+    /// Every attachment was empty: nothing to send (a single run and a batch job alike).
     AllEmpty(Prepared),
     /// The deadline (of `timeout_ms`) passed while reading.
     Deadline { timeout_ms: u64 },
