@@ -421,9 +421,6 @@ impl Batch {
         ) {
             console.progress_line(&line);
         }
-        if let Some(line) = tally.permanent_line(shared.plan.permanent_ok) {
-            console.progress_line(&line);
-        }
         let now = crate::clock::now().wall_ms;
         let records = health.load_capacity(now, Duration::from_millis(1000)).await;
         let limits: std::collections::BTreeMap<String, u32> = records
@@ -434,6 +431,10 @@ impl Batch {
             })
             .collect();
         if let Some(line) = tally.capacity_line(&limits) {
+            console.progress_line(&line);
+        }
+        // Last: what will fail the same way every night until its input changes.
+        if let Some(line) = tally.permanent_line(shared.plan.permanent_ok) {
             console.progress_line(&line);
         }
         let read_error = progress.error.lock().map(|e| e.clone()).unwrap_or(None);

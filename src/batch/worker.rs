@@ -280,12 +280,7 @@ impl Worker {
                 let retry = output::retry_of(&ended.end)
                     .map(|r| format!("; retry: {}", r.reason))
                     .unwrap_or_default();
-                let permanent = if ended.permanent() {
-                    " (permanent: the job's own input fails)"
-                } else {
-                    ""
-                };
-                format!("{who}: exit {}: {e}{retry}{permanent}", exit.code())
+                format!("{who}: exit {}: {e}{retry}", exit.code())
             }
             (None, None) => format!("{who}: exit {}", exit.code()),
         };
@@ -490,10 +485,7 @@ fn invalid_line(index: usize, number: u64, invalid: &Invalid, line_hash: u64) ->
             &ended,
             Vec::new(),
         ),
-        note: format!(
-            "{who}: exit 2: {} (permanent: the job's own input fails)",
-            invalid.reason
-        ),
+        note: format!("{who}: exit 2: {}", invalid.reason),
         label: match &invalid.id {
             Some(id) => crate::redact::printable(&id.canonical()),
             None => format!("input line {number}"),

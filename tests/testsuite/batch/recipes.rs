@@ -355,7 +355,7 @@ fn the_nightly_cron_script_summarises_each_report_once_and_says_when_its_lock_re
     );
     for id in &ids {
         let summary = std::fs::read_to_string(reports.join("summaries").join(id)).unwrap();
-        assert_eq!(summary, "Five bullet points.", "{id}");
+        assert_eq!(summary, "Five bullet points.\n", "{id}");
     }
     let log = std::fs::read_to_string(reports.join("batch.log")).unwrap();
     assert!(
@@ -381,7 +381,7 @@ fn the_nightly_cron_script_summarises_each_report_once_and_says_when_its_lock_re
     assert_eq!(env.llm.requests().len(), 5);
     assert_eq!(
         std::fs::read_to_string(reports.join("summaries/r5.md")).unwrap(),
-        "Five bullet points."
+        "Five bullet points.\n"
     );
     // A night the primary is out of quota: the first backup of --models answers.
     env.llm.script("z", "*", vec![Behaviour::Status402]);
@@ -394,7 +394,7 @@ fn the_nightly_cron_script_summarises_each_report_once_and_says_when_its_lock_re
     assert_eq!(routes, ["z", "q"]);
     assert_eq!(
         std::fs::read_to_string(reports.join("summaries/r6.md")).unwrap(),
-        "Five bullet points."
+        "Five bullet points.\n"
     );
     env.assert_no_orphans();
 }
@@ -521,7 +521,7 @@ fn the_three_machine_cron_recipe_answers_every_report_once_and_pays_nothing_twic
     for id in ids(12) {
         assert_eq!(
             std::fs::read_to_string(shared.join("summaries").join(&id)).unwrap(),
-            "Five bullet points.",
+            "Five bullet points.\n",
             "{id}"
         );
     }
