@@ -328,6 +328,7 @@ impl Session {
             tried: machine.tried(),
             elapsed_ms: ms_since(start.instant),
             capacity_wait_ms: machine.capacity_wait_ms(clock::now()),
+            start_model: machine.start_model().map(str::to_string),
             digests: Vec::new(),
             content_hash: None,
         }

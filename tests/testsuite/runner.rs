@@ -284,9 +284,11 @@ fn json_schema_is_pinned() {
             "model",
             "ok",
             "partial",
+            "permanent",
             "retry",
             "switches",
-            "usage"
+            "usage",
+            "warnings"
         ]
     );
     assert_eq!(v["ok"], true);

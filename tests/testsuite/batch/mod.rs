@@ -6,6 +6,7 @@ mod capacity_clocks;
 mod capacity_shared;
 mod durable;
 mod jobs;
+mod nightly;
 mod recipes;
 mod record_integrity;
 mod reruns;
