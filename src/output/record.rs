@@ -263,9 +263,10 @@ mod tests {
     }
 
     /// The single-run key set, in the order printed.
-    const SINGLE_KEYS: [&str; 14] = [
+    const SINGLE_KEYS: [&str; 15] = [
         "ok",
         "answer",
+        "partial",
         "model",
         "attempts",
         "switches",
