@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Admission, Capacity, CapacityDelta, Limits, Outcome};
+use super::{Admission, Capacity, CapacityDelta, Limits, Outcome, Verdict};
 
 /// Most providers a store keeps records for; past this, idle records go first.
 pub const MAX_PROVIDERS: usize = 64;
@@ -182,14 +182,25 @@ pub fn apply_op(
 
 impl CapacityReply {
     /// The reply with its times moved from the store's clock (`store_now`) to the caller's
-    /// (`caller_now`): when a full provider's first lease runs out, as the caller counts.
+    /// (`caller_now`): when a full provider's first lease runs out, or a back-off ends, as the
+    /// caller counts.
     pub fn on_caller_clock(self, store_now: u64, caller_now: u64) -> CapacityReply {
+        let moved = |t: u64| caller_now.saturating_add(t.saturating_sub(store_now));
         match self {
             CapacityReply::Full {
                 next_expiry: Some(t),
             } => CapacityReply::Full {
-                next_expiry: Some(caller_now.saturating_add(t.saturating_sub(store_now))),
+                next_expiry: Some(moved(t)),
             },
+            CapacityReply::Applied(Outcome::Refused(Verdict::BackOff {
+                change,
+                until,
+                step,
+            })) => CapacityReply::Applied(Outcome::Refused(Verdict::BackOff {
+                change,
+                until: moved(until),
+                step,
+            })),
             other => other,
         }
     }
@@ -304,6 +315,36 @@ mod tests {
         assert_eq!(standing(&records, "b", choice("b", 2).limits, 2002), (2, 2));
     }
 
+    /// A back-off's end is the store's time: the caller gets it on its own clock, as a full
+    /// reply's next expiry (a store 5 s ahead must not make the run wait 5 s longer).
+    #[test]
+    fn a_back_off_end_is_moved_to_the_callers_clock() {
+        let change = crate::capacity::Change { from: 1, to: 1 };
+        let backoff = |until| {
+            CapacityReply::Applied(Outcome::Refused(Verdict::BackOff {
+                change,
+                until,
+                step: 2,
+            }))
+        };
+        assert_eq!(
+            backoff(106_500).on_caller_clock(105_000, 100_000),
+            backoff(101_500)
+        );
+        assert_eq!(
+            CapacityReply::Full {
+                next_expiry: Some(10)
+            }
+            .on_caller_clock(1000, 500),
+            CapacityReply::Full {
+                next_expiry: Some(500)
+            },
+            "a time already past is now"
+        );
+        let slow = CapacityReply::Applied(Outcome::Refused(Verdict::SlowDown(change)));
+        assert_eq!(slow.on_caller_clock(9, 1), slow);
+    }
+
     #[test]
     fn a_provider_in_slow_start_is_waited_for_not_overflowed() {
         let uncapped = |p: &str| Choice {
@@ -333,6 +374,7 @@ mod tests {
                 slot: "s2".into(),
                 limits: uncapped("a").limits,
                 pause_ms: 0,
+                jitter: 0,
             },
         };
         apply_op(&mut records, &refused, 2);
@@ -368,13 +410,14 @@ mod tests {
                 slot: "s".into(),
                 limits,
                 pause_ms: 0,
+                jitter: 0,
             },
         };
         let (r, changed) = apply_op(&mut records, &refused, 10);
         assert!(
             matches!(
                 r,
-                CapacityReply::Applied(Outcome::Refused(Verdict::SlowDown(_)))
+                CapacityReply::Applied(Outcome::Refused(Verdict::BackOff { step: 1, .. }))
             ),
             "{r:?}"
         );

@@ -374,9 +374,11 @@ impl Machine {
         });
         self.timers.stop(Timer::SlotRenew);
         let pause_ms = self.slot.take_pause();
+        // Different per run (the seed) and per refusal (the attempts so far).
+        let jitter = self.opts.spread_seed ^ (self.tally.attempts().len() as u64).rotate_left(32);
         let Some((provider, delta)) = self
             .slot
-            .give_back(Ending::Refused { pause_ms }, now.wall_ms)
+            .give_back(Ending::Refused { pause_ms, jitter }, now.wall_ms)
         else {
             // No slot after all: an ordinary rate limit.
             return self.as_rate_limit(now, model, mode, verdict, &error);

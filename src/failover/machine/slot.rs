@@ -41,8 +41,8 @@ pub(super) enum Ending {
     /// A clean answer: evidence the limit works.
     Answered,
     /// A capacity signal: the limit is cut, and the provider gets nothing new for `pause_ms`
-    /// (0: it did not say how long).
-    Refused { pause_ms: u64 },
+    /// (0: it did not say how long); `jitter` places a back-off (see `capacity::backoff`).
+    Refused { pause_ms: u64, jitter: u64 },
     /// Anything else: no evidence either way.
     Released,
 }
@@ -195,11 +195,12 @@ impl SlotState {
         let limits = self.limits(&provider);
         let delta = match ending {
             Ending::Answered => CapacityDelta::Answered { at, slot, limits },
-            Ending::Refused { pause_ms } => CapacityDelta::Refused {
+            Ending::Refused { pause_ms, jitter } => CapacityDelta::Refused {
                 at,
                 slot,
                 limits,
                 pause_ms,
+                jitter,
             },
             Ending::Released => CapacityDelta::Release { at, slot },
         };
