@@ -701,6 +701,8 @@ mod tests {
                 wait: false,
                 max_inflight: Default::default(),
                 budget: crate::budget::Caps::default(),
+                max_wait: None,
+                prefer_primary: None,
             },
             timeout: Duration::from_secs(1),
             verbose: 0,

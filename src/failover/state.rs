@@ -36,6 +36,11 @@ pub struct Config {
     /// `--max-cost`: the process's spend caps (the spend comes in through
     /// `Machine::handle_spend`).
     pub budget: crate::budget::Caps,
+    /// `--max-wait`: the most one run waits in all (see `failover::waiting`).
+    pub max_wait: Option<Duration>,
+    /// `--prefer-primary`: how far ahead the primary's stated reset or capacity pause may lie
+    /// for the run to wait for it instead of failing over.
+    pub prefer_primary: Option<Duration>,
 }
 
 /// Per-run options (batch mode runs many on one Pi).

@@ -32,6 +32,8 @@ fn cfg() -> Config {
         wait: false,
         max_inflight: Default::default(),
         budget: crate::budget::Caps::default(),
+        max_wait: None,
+        prefer_primary: None,
     }
 }
 
