@@ -32,3 +32,4 @@ mod rig;
 mod runner;
 mod security;
 mod truncation;
+mod waiting;
