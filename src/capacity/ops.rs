@@ -30,6 +30,10 @@ pub enum CapacityOp {
         ttl_ms: u64,
         choices: Vec<Choice>,
         release: Option<(String, CapacityDelta)>,
+        /// When the first choice is paused (a stated pause or a busy key's back-off) for at
+        /// most this many ms more, wait for it (a full reply at the pause's end) instead of
+        /// going past it (`--prefer-primary`; 0: go past it as for a full provider).
+        hold_first_ms: u64,
     },
     /// Apply `delta` to `provider`'s record (renew, release, answered, refused).
     Apply {
@@ -116,6 +120,7 @@ pub fn apply_op(
             ttl_ms,
             choices,
             release,
+            hold_first_ms,
         } => {
             let mut changed = Vec::new();
             if let Some((provider, delta)) = release {
@@ -138,6 +143,10 @@ pub fn apply_op(
                 // refused more, or the user capped it): a provider still in slow start is not
                 // full, only not yet trusted with more, and the user's preference waits for it.
                 let known = record.congested || choice.limits.cap.is_some();
+                let held = index == 0
+                    && *hold_first_ms > 0
+                    && record.paused_until > now
+                    && record.paused_until - now <= *hold_first_ms;
                 match admission {
                     Admission::Granted { limit, in_flight } => {
                         reply = Some(CapacityReply::Admitted {
@@ -151,7 +160,7 @@ pub fn apply_op(
                         if let Some(t) = t {
                             next_expiry = Some(next_expiry.map_or(t, |n| n.min(t)));
                         }
-                        if !known {
+                        if !known || held {
                             break;
                         }
                     }
@@ -262,6 +271,7 @@ mod tests {
             ttl_ms: DEFAULT_LEASE_TTL_MS,
             choices,
             release: None,
+            hold_first_ms: 0,
         }
     }
 
@@ -313,6 +323,49 @@ mod tests {
             "{r:?}"
         );
         assert_eq!(standing(&records, "b", choice("b", 2).limits, 2002), (2, 2));
+    }
+
+    /// `--prefer-primary`: a first choice paused for a short while is waited for, not gone
+    /// past; a pause longer than the caller holds for, or none, is gone past as before.
+    #[test]
+    fn a_paused_first_choice_is_held_for_when_asked() {
+        let mut records = BTreeMap::new();
+        let both = || vec![choice("a", 2), choice("b", 2)];
+        let a = records
+            .entry("a".to_string())
+            .or_insert_with(Capacity::default);
+        a.congested = true;
+        a.pause(1000, 5000);
+        let held = |ms| CapacityOp::Admit {
+            slot: "s".into(),
+            ttl_ms: DEFAULT_LEASE_TTL_MS,
+            choices: both(),
+            release: None,
+            hold_first_ms: ms,
+        };
+        let (r, _) = apply_op(&mut records.clone(), &held(5000), 1000);
+        assert_eq!(
+            r,
+            CapacityReply::Full {
+                next_expiry: Some(6000)
+            }
+        );
+        let (r, _) = apply_op(&mut records.clone(), &held(4999), 1000);
+        assert!(
+            matches!(r, CapacityReply::Admitted { index: 1, .. }),
+            "{r:?}"
+        );
+        let (r, _) = apply_op(&mut records.clone(), &held(0), 1000);
+        assert!(
+            matches!(r, CapacityReply::Admitted { index: 1, .. }),
+            "{r:?}"
+        );
+        // Once the pause is over the first choice is taken again.
+        let (r, _) = apply_op(&mut records, &held(5000), 6000);
+        assert!(
+            matches!(r, CapacityReply::Admitted { index: 0, .. }),
+            "{r:?}"
+        );
     }
 
     /// A back-off's end is the store's time: the caller gets it on its own clock, as a full

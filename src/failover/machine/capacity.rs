@@ -44,6 +44,7 @@ impl Machine {
             ttl_ms: self.slot.ttl_ms(),
             choices: self.slot.choices(&choices),
             release,
+            hold_first_ms: 0,
         };
         self.ask_admission(now, id, op, choices, mode, reason);
     }
@@ -454,6 +455,7 @@ impl Machine {
             ttl_ms: self.slot.ttl_ms(),
             choices: self.slot.choices(&others),
             release: self.slot.take_deferred(),
+            hold_first_ms: 0,
         };
         // When every other candidate is full too, the wait that follows includes `refused`:
         // whichever frees a slot first takes the request.

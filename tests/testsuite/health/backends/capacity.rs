@@ -97,6 +97,7 @@ fn admit_op(slot: &str, ttl_ms: u64, choices: Vec<Choice>) -> CapacityOp {
         ttl_ms,
         choices,
         release: None,
+        hold_first_ms: 0,
     }
 }
 
@@ -241,6 +242,7 @@ fn admission_takes_the_first_choice_with_room_and_overflows_past_known_limits_on
                 slot: "y1".into(),
             },
         )),
+        hold_first_ms: 0,
     };
     assert!(moved.frees());
     assert_eq!(
