@@ -114,6 +114,8 @@ pub struct Agent {
     stderr: Arc<Mutex<Vec<u8>>>,
     stderr_task: Option<tokio::task::JoinHandle<()>>,
     warnings: tokio::sync::mpsc::UnboundedReceiver<String>,
+    /// Asks the stderr reader to answer once it has read all Pi wrote so far.
+    stderr_sync: tokio::sync::mpsc::UnboundedSender<tokio::sync::oneshot::Sender<()>>,
     /// Pi's process group (its pid: the reaper starts it as a group leader).
     pgid: Option<i32>,
     /// The write end of the reaper's lifeline: closing it makes the reaper kill everything
@@ -141,16 +143,28 @@ impl Agent {
             .ok_or_else(|| SpawnError::Other(program.clone(), ErrorKind::BrokenPipe.into()))?;
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let (warn_tx, warnings) = tokio::sync::mpsc::unbounded_channel();
+        let (stderr_sync, mut sync_rx) =
+            tokio::sync::mpsc::unbounded_channel::<tokio::sync::oneshot::Sender<()>>();
         let stderr_task = child.stderr.take().map(|mut err| {
             let sink = Arc::clone(&stderr);
             tokio::spawn(async move {
                 let mut chunk = [0u8; 8192];
                 let mut line = Vec::new();
                 let mut forwarded = 0;
-                while let Ok(n) = err.read(&mut chunk).await {
-                    if n == 0 {
-                        break;
-                    }
+                loop {
+                    // Reading comes first: a request to catch up is answered only once the
+                    // pipe has nothing more that the event loop knows of.
+                    let n = tokio::select! {
+                        biased;
+                        read = err.read(&mut chunk) => match read {
+                            Ok(n) if n > 0 => n,
+                            _ => break,
+                        },
+                        Some(ack) = sync_rx.recv() => {
+                            let _ = ack.send(());
+                            continue;
+                        }
+                    };
                     if let Ok(mut buf) = sink.lock() {
                         buf.extend_from_slice(&chunk[..n]);
                         let excess = buf.len().saturating_sub(STDERR_KEEP);
@@ -181,6 +195,7 @@ impl Agent {
             stderr,
             stderr_task,
             warnings,
+            stderr_sync,
             pgid,
             lifeline: Some(lifeline),
             groups: groups.clone(),
@@ -205,6 +220,15 @@ impl Agent {
     pub fn take_warnings(&mut self) -> tokio::sync::mpsc::UnboundedReceiver<String> {
         let (_, closed) = tokio::sync::mpsc::unbounded_channel();
         std::mem::replace(&mut self.warnings, closed)
+    }
+
+    /// Waits until the stderr reader has read everything Pi wrote before what was last read
+    /// from its stdout (Pi writes its warnings before it answers, but on another pipe).
+    pub async fn stderr_caught_up(&self) {
+        let (ack, done) = tokio::sync::oneshot::channel();
+        if self.stderr_sync.send(ack).is_ok() {
+            let _ = done.await;
+        }
     }
 
     /// Waits for Pi to exit (after its stdout closed), at most `limit`.

@@ -10,11 +10,11 @@ use crate::console::Console;
 use crate::driver::Session;
 use crate::exit::Exit;
 use crate::failover::explain::Explanation;
-use crate::health::service::HealthHandle;
 use crate::job::{self, Ended, JobEnd, JobRequest, Stop, ThinkingSource};
 use crate::manage::capacity_status::{CapacityRow, capacity_json, capacity_rows, capacity_text};
 use crate::output;
 use crate::settings::Settings;
+use crate::shared::SharedHandle;
 use crate::signals::Interrupt;
 
 /// The longest the end of a run waits for shared health to be written.
@@ -28,7 +28,8 @@ pub struct Run<'a> {
     /// `elapsed_ms` it reports).
     pub started: std::time::Instant,
     pub deadline: std::time::Instant,
-    pub health: &'a HealthHandle,
+    /// Health, capacity slots and the spend ledger.
+    pub shared: &'a SharedHandle,
     pub console: &'a Console,
     pub groups: &'a PiGroups,
 }
@@ -82,16 +83,8 @@ impl Run<'_> {
                 }
             };
         let mut status = self.console.status_line();
-        let spending = std::cell::RefCell::new(crate::budget::Ledger::new(inv.budget.clone()));
         let mut ended = session
-            .run(
-                &request,
-                self.health,
-                &spending,
-                &mut stops,
-                self.console,
-                &mut status,
-            )
+            .run(&request, self.shared, &mut stops, self.console, &mut status)
             .await;
         // The answer first: stopping Pi and writing shared health afterwards must never delay it.
         ended.elapsed_ms = crate::driver::ms_since(self.started);
@@ -111,7 +104,7 @@ impl Run<'_> {
         session.stop().await;
         // What was not written by the deadline (or within a moment) is lost, as when the store
         // is down: the exit never waits on a slow store.
-        self.health
+        self.shared
             .flush_within(job::left(self.deadline).min(FLUSH_LIMIT))
             .await;
         exit
@@ -123,7 +116,7 @@ impl Run<'_> {
     async fn capacity_of(&self, e: &Explanation) -> Vec<CapacityRow> {
         let now = crate::clock::now().wall_ms;
         let limit = job::left(self.deadline).min(std::time::Duration::from_millis(1000));
-        let records = self.health.load_capacity(now, limit).await;
+        let records = self.shared.load_capacity(now, limit).await;
         let mut providers: Vec<&str> = std::iter::once(e.start_model.as_str())
             .chain(e.candidates.iter().map(|c| c.model.as_str()))
             .map(|k| k.split_once('/').map_or(k, |(p, _)| p))

@@ -20,7 +20,6 @@ pub mod sink;
 pub mod summary;
 pub mod worker;
 
-use std::cell::RefCell;
 use std::io::Read;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -31,13 +30,13 @@ use anyhow::Context as _;
 use tokio::sync::{Mutex, mpsc, watch};
 
 use crate::agent::PiGroups;
-use crate::budget::{Ledger, OverBudget};
+use crate::budget::OverBudget;
 use crate::clock;
 use crate::console::Console;
 use crate::exit::Exit;
-use crate::health::service::HealthHandle;
 use crate::job::{Ended, Stop as JobStop};
 use crate::output;
+use crate::shared::SharedHandle;
 use crate::signals::Interrupt;
 
 use input::{Filter, Item, Progress};
@@ -75,7 +74,7 @@ pub async fn run(
     inv: &crate::cli::Invocation,
     args: &crate::cli::BatchArgs,
     settings: &crate::settings::Settings,
-    health: HealthHandle,
+    shared: SharedHandle,
     console: &Console,
     groups: &PiGroups,
 ) -> anyhow::Result<Exit> {
@@ -146,7 +145,7 @@ pub async fn run(
     };
     let filter = Filter::new(args.shard, recorded, output_name, rerun);
     let batch = Batch::start(plan, source, filter, target, &args.file, console)?;
-    Ok(batch.run(health, signals, console, groups).await)
+    Ok(batch.run(shared, signals, console, groups).await)
 }
 
 /// The job file (`-` = stdin), opened on the blocking pool.
@@ -229,7 +228,7 @@ impl Batch {
 
     async fn run(
         self,
-        health: HealthHandle,
+        health: SharedHandle,
         mut signals: watch::Receiver<Option<Interrupt>>,
         console: &Console,
         groups: &PiGroups,
@@ -245,7 +244,6 @@ impl Batch {
         } = self;
         let workers = plan.workers.max(1);
         let capacity = plan.capacity.clone();
-        let plan_budget = plan.config.budget.clone();
         let shared = Rc::new(Shared {
             plan,
             items: Mutex::new(items),
@@ -254,7 +252,6 @@ impl Batch {
             stops: watch::channel(None).0,
             printed: watch::channel(0).0,
             ordered,
-            spending: RefCell::new(Ledger::new(plan_budget)),
         });
         let (events_tx, mut events) = mpsc::channel::<Event>(workers * 2);
         let local = tokio::task::LocalSet::new();
@@ -267,8 +264,7 @@ impl Batch {
             local.spawn_local(async move {
                 let ctx = worker::Ctx {
                     plan: &shared.plan,
-                    health: &health,
-                    spending: &shared.spending,
+                    shared: &health,
                     console: &console,
                     groups: &groups,
                 };
@@ -422,7 +418,7 @@ impl Batch {
                     .total
                     .load(Ordering::Relaxed)
                     .saturating_sub(tally.done());
-                let why = shared.spending.borrow().restate(&why);
+                let why = health.restate(&why);
                 console.error_line(&summary::budget_line(
                     &why,
                     left,
@@ -454,8 +450,6 @@ struct Shared {
     /// Index of the next result to print on stdout (input order only).
     printed: watch::Sender<usize>,
     ordered: bool,
-    /// What this process has spent, against `--max-cost`.
-    spending: RefCell<Ledger>,
 }
 
 impl Shared {
@@ -573,7 +567,7 @@ async fn work(
     let mut stops = shared.stops.subscribe();
     while !shared.stopped() {
         // Once the total is reached no new job starts.
-        let reached = shared.spending.borrow().total_reached();
+        let reached = ctx.shared.total_reached();
         if let Some(why) = reached {
             shared.halt(Halt::Budget(why));
             break;
@@ -661,7 +655,6 @@ mod tests {
             stops: watch::channel(None).0,
             printed: watch::channel(0).0,
             ordered: true,
-            spending: RefCell::new(Ledger::default()),
         }
     }
 
@@ -671,10 +664,11 @@ mod tests {
         }
     }
 
-    async fn settle() {
-        for _ in 0..20 {
-            tokio::task::yield_now().await;
-        }
+    /// Polls `task` once: `true` when it is still waiting (what it waits on is told by a watch
+    /// channel, which a poll reads at once).
+    fn pending<F: std::future::Future>(task: std::pin::Pin<&mut F>) -> bool {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        task.poll(&mut cx).is_pending()
     }
 
     /// In input order, a worker takes job i only once i < next to print + 4 × workers + 64.
@@ -689,22 +683,18 @@ mod tests {
             for i in 0..68 {
                 assert_eq!(index(shared.next_item().await), Some(i));
             }
-            let s = Rc::clone(&shared);
-            let waiting = tokio::task::spawn_local(async move { index(s.next_item().await) });
-            settle().await;
+            let mut waiting = std::pin::pin!(async { index(shared.next_item().await) });
             assert!(
-                !waiting.is_finished(),
+                pending(waiting.as_mut()),
                 "job 68 starts before job 0 is printed"
             );
             shared.printed.send_replace(1);
-            assert_eq!(waiting.await.expect("task"), Some(68));
+            assert_eq!(waiting.await, Some(68));
             // A stop releases a waiting worker without a job.
-            let s = Rc::clone(&shared);
-            let waiting = tokio::task::spawn_local(async move { index(s.next_item().await) });
-            settle().await;
-            assert!(!waiting.is_finished());
+            let mut waiting = std::pin::pin!(async { index(shared.next_item().await) });
+            assert!(pending(waiting.as_mut()));
             shared.halt(Halt::Closed);
-            assert_eq!(waiting.await.expect("task"), None);
+            assert_eq!(waiting.await, None);
             assert_eq!(
                 *shared.stops.borrow(),
                 None,
@@ -726,7 +716,7 @@ mod tests {
         let over = crate::budget::Caps::parse(&["1".to_string()])
             .ok()
             .and_then(|caps| {
-                let mut l = Ledger::new(caps);
+                let mut l = crate::budget::Ledger::new(caps);
                 l.add("zai", 2.0);
                 l.total_reached()
             })

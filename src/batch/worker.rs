@@ -21,10 +21,10 @@ use crate::console::Console;
 use crate::driver::Session;
 use crate::exit::Exit;
 use crate::failover::Config;
-use crate::health::service::HealthHandle;
 use crate::job::{self, Ended, JobEnd, JobRequest, Stop, Unprepared};
 use crate::output;
 use crate::rpc::Usage;
+use crate::shared::SharedHandle;
 
 /// What every job shares.
 pub struct Plan {
@@ -115,7 +115,7 @@ pub enum Outcome {
 }
 
 /// What a result line says about the job's input besides its id.
-pub enum Input<'a> {
+pub enum LineOf<'a> {
     /// A job: its input hash and files (as written in the line).
     Job {
         input_hash: u64,
@@ -129,13 +129,13 @@ pub enum Input<'a> {
 /// `input_hash` (`null` for an invalid line), `permanent` (the failure is in the input itself),
 /// and for a job with files each one's SHA-256 (`attachments`) and their `content_hash`; for an
 /// invalid line its `line_hash`.
-pub fn result_line(id: Option<&Value>, number: u64, input: Input<'_>, ended: &Ended) -> String {
+pub fn result_line(id: Option<&Value>, number: u64, input: LineOf<'_>, ended: &Ended) -> String {
     let mut v = output::result_json(ended);
     if let Some(obj) = v.as_object_mut() {
         obj.insert("id".to_string(), id.cloned().unwrap_or(Value::Null));
         obj.insert("line".to_string(), json!(number));
         match input {
-            Input::Job { input_hash, files } => {
+            LineOf::Job { input_hash, files } => {
                 obj.insert("input_hash".to_string(), json!(shard::hex(input_hash)));
                 if !files.is_empty() {
                     let attachments: Vec<Value> = files
@@ -155,7 +155,7 @@ pub fn result_line(id: Option<&Value>, number: u64, input: Input<'_>, ended: &En
                     );
                 }
             }
-            Input::Invalid { line_hash } => {
+            LineOf::Invalid { line_hash } => {
                 obj.insert("input_hash".to_string(), Value::Null);
                 obj.insert("line_hash".to_string(), json!(shard::hex(line_hash)));
             }
@@ -174,9 +174,8 @@ pub struct Worker {
 /// What a worker shares with the batch while it runs a job.
 pub struct Ctx<'a> {
     pub plan: &'a Plan,
-    pub health: &'a HealthHandle,
-    /// The process's spend against `--max-cost`, shared by every worker.
-    pub spending: &'a std::cell::RefCell<crate::budget::Ledger>,
+    /// Health, capacity slots and the spend ledger, shared by every worker.
+    pub shared: &'a SharedHandle,
     pub console: &'a Console,
     pub groups: &'a PiGroups,
 }
@@ -265,7 +264,7 @@ impl Worker {
             line: result_line(
                 Some(spec.id.value()),
                 number,
-                Input::Job {
+                LineOf::Job {
                     input_hash,
                     files: &spec.files,
                 },
@@ -376,14 +375,7 @@ impl Worker {
                 continue;
             };
             let ended = session
-                .run(
-                    &request,
-                    ctx.health,
-                    ctx.spending,
-                    stops,
-                    ctx.console,
-                    &mut quiet,
-                )
+                .run(&request, ctx.shared, stops, ctx.console, &mut quiet)
                 .await;
             if matches!(ended.end, JobEnd::Setup(_)) {
                 return Ran::Setup(Box::new(ended));
@@ -451,7 +443,7 @@ fn invalid_line(index: usize, number: u64, invalid: &Invalid, line_hash: u64) ->
         line: result_line(
             invalid.id.as_ref().map(|i| i.value()),
             number,
-            Input::Invalid { line_hash },
+            LineOf::Invalid { line_hash },
             &ended,
         ),
         note: format!("{who}: exit 2: {}", invalid.reason),
@@ -534,7 +526,7 @@ mod tests {
         let line = result_line(
             Some(&json!("a")),
             3,
-            Input::Invalid { line_hash: 0xee },
+            LineOf::Invalid { line_hash: 0xee },
             &ended,
         );
         assert!(line.ends_with('\n'));
@@ -552,7 +544,7 @@ mod tests {
         let line = result_line(
             Some(&json!(7)),
             1,
-            Input::Job {
+            LineOf::Job {
                 input_hash: 0xab,
                 files: &files,
             },

@@ -4,7 +4,6 @@
 
 pub mod class;
 pub mod cooldown;
-pub mod service;
 pub mod store;
 
 use std::collections::BTreeMap;

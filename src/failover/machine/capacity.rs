@@ -149,7 +149,7 @@ impl Machine {
     }
 
     /// The store's answer to capacity operation `id`.
-    pub fn handle_capacity(&mut self, now: Now, id: u64, reply: CapacityReply) {
+    pub(super) fn on_capacity(&mut self, now: Now, id: u64, reply: CapacityReply) {
         if let Some(providers) = self.slot.take_overdue(id) {
             return self.late_admission(now, providers, reply);
         }
@@ -282,7 +282,7 @@ impl Machine {
     }
 
     /// A slot was given back in this process: a run waiting for one asks again now.
-    pub fn handle_slot_freed(&mut self, now: Now) {
+    pub(super) fn on_slot_freed(&mut self, now: Now) {
         if matches!(self.phase, Phase::AwaitingSlot { .. }) {
             self.timers.stop(Timer::SlotCheck);
             self.slot_check(now);
@@ -481,12 +481,6 @@ impl Machine {
         for (provider, delta) in deferred.into_iter().chain(held) {
             self.apply_unanswered(provider, delta);
         }
-    }
-
-    /// The run is over without the machine ending it (Pi died, a stop never settled): a slot
-    /// still held goes back.
-    pub fn abandon(&mut self, now: Now) {
-        self.give_back_slot(now, Ending::Released);
     }
 
     /// The attempt on the held slot failed (not for capacity): the slot is given up, its

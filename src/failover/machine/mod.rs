@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use super::classify::{Classification, FailureClass, Observation, classify};
 use super::ending::Fatal;
-pub use super::state::{Action, Attempt, CapacityOptions, Config, Note, Options, Outcome};
+pub use super::state::{Action, Attempt, CapacityOptions, Config, Input, Note, Options, Outcome};
 use super::state::{Phase, Plan, Redispatch, SwitchReason, Tag};
 use crate::catalog::ModelInfo;
 use crate::clock::Now;
@@ -243,15 +243,27 @@ impl Machine {
 
     // ----- inputs ---------------------------------------------------------------------------
 
-    /// A newer view of shared health (other processes' updates merged in), as stored after this
-    /// run's record `seq`. Records emitted since are not in it yet and are applied again, so the
-    /// view never goes back in time.
-    pub fn handle_health(&mut self, seq: u64, health: Health) {
-        self.shared.merge(seq, health);
+    /// The machine's one way in: `input` happened at `now`. What to do about it comes out
+    /// through [`Machine::poll_action`], the next instant to be woken at through
+    /// [`Machine::poll_deadline`].
+    pub fn handle(&mut self, now: Now, input: Input) {
+        match input {
+            Input::Pi(msg) => self.on_incoming(now, msg),
+            Input::HealthLoaded(health) => self.on_health_loaded(now, health),
+            Input::HealthStored { seq, health } => self.shared.merge(seq, health),
+            Input::HealthReloaded(health) => self.on_health_reloaded(now, health),
+            Input::ProbeClaimed { granted } => self.on_probe_claimed(now, granted),
+            Input::Capacity { id, reply } => self.on_capacity(now, id, reply),
+            Input::SlotFreed => self.on_slot_freed(now),
+            Input::Spend(spend) => self.on_spend(now, spend),
+            Input::Stop => self.on_stop(now),
+            Input::Abandon => self.give_back_slot(now, slot::Ending::Released),
+            Input::Timeout => self.on_timeout(now),
+        }
     }
 
     /// The store's health for the start of the run (see `Options::health_pending`).
-    pub fn handle_health_loaded(&mut self, now: Now, health: Health) {
+    fn on_health_loaded(&mut self, now: Now, health: Health) {
         self.shared.merge(0, health);
         if self.shared.mark_loaded() {
             self.timers.stop(Timer::HealthGrace);
@@ -260,14 +272,14 @@ impl Machine {
     }
 
     /// Shared health re-read while waiting for a breaker to reopen.
-    pub fn handle_health_reloaded(&mut self, now: Now, health: Health) {
+    fn on_health_reloaded(&mut self, now: Now, health: Health) {
         self.shared.merge(0, health);
         if matches!(self.phase, Phase::Waiting { .. }) {
             self.wake(now);
         }
     }
 
-    pub fn handle_incoming(&mut self, now: Now, msg: Incoming) {
+    fn on_incoming(&mut self, now: Now, msg: Incoming) {
         if self.phase == Phase::Done {
             return;
         }
@@ -331,7 +343,7 @@ impl Machine {
         }
     }
 
-    pub fn handle_timeout(&mut self, now: Now) {
+    fn on_timeout(&mut self, now: Now) {
         if self.timers.expired(Timer::HealthGrace, now.instant) {
             // The store is slow: start with what this process knows rather than fall behind.
             self.timers.stop(Timer::HealthGrace);
@@ -399,7 +411,7 @@ impl Machine {
     }
 
     /// The deadline passed or a signal arrived: abort Pi's run, never fail over.
-    pub fn handle_interrupt(&mut self, now: Now) {
+    fn on_stop(&mut self, now: Now) {
         if self.phase == Phase::Done || self.interrupted {
             return;
         }
@@ -411,7 +423,7 @@ impl Machine {
         }
     }
 
-    pub fn handle_probe_result(&mut self, now: Now, granted: bool) {
+    fn on_probe_claimed(&mut self, now: Now, granted: bool) {
         let Phase::Claiming {
             model,
             mode,

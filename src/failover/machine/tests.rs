@@ -17,6 +17,11 @@ struct H {
     log: Vec<Action>,
     /// How much of `log` `sent()` has already returned.
     cursor: usize,
+    /// How much of `log` `drain()` has already returned.
+    drained: usize,
+    /// The process's ledger, as the driver keeps it: each `Action::Spent` is entered here and
+    /// the spend fed back at once (`Input::Spend`), before anything else happens.
+    ledger: crate::budget::Spend,
 }
 
 fn cfg() -> Config {
@@ -86,6 +91,8 @@ impl H {
             t: 0,
             log: Vec::new(),
             cursor: 0,
+            drained: 0,
+            ledger: crate::budget::Spend::default(),
         };
         h.drain();
         h.cursor = h.log.len();
@@ -103,13 +110,26 @@ impl H {
         self.t += ms;
     }
 
+    /// Every action since the last `drain` (inputs fed through `feed` are drained into the log
+    /// at once, as the driver does).
     fn drain(&mut self) -> Vec<Action> {
-        let mut out = Vec::new();
-        while let Some(a) = self.m.poll_action() {
-            out.push(a);
-        }
-        self.log.extend(out.clone());
+        self.take_actions();
+        let out = self.log[self.drained..].to_vec();
+        self.drained = self.log.len();
         out
+    }
+
+    /// The driver's part: every action into the log; a cost entered in the ledger, and the
+    /// spend fed back before anything else.
+    fn take_actions(&mut self) {
+        while let Some(a) = self.m.poll_action() {
+            if let Action::Spent { provider, cost } = &a {
+                self.ledger.add(provider, *cost);
+                let spend = self.ledger.clone();
+                self.m.handle(self.now(), Input::Spend(spend));
+            }
+            self.log.push(a);
+        }
     }
 
     /// The commands sent since the last drain, with their ids.
@@ -131,7 +151,8 @@ impl H {
             if !claimed {
                 return out;
             }
-            self.m.handle_probe_result(self.now(), true);
+            self.m
+                .handle(self.now(), Input::ProbeClaimed { granted: true });
         }
     }
 
@@ -141,12 +162,19 @@ impl H {
             "error": if success { Value::Null } else { json!("refused") }
         }))
         .unwrap();
-        self.m.handle_incoming(self.now(), Incoming::Response(r));
+        self.feed(Input::Pi(Incoming::Response(r)));
     }
 
     fn event(&mut self, v: Value) {
         let msg: Incoming = serde_json::from_value(v).unwrap();
-        self.m.handle_incoming(self.now(), msg);
+        self.feed(Input::Pi(msg));
+    }
+
+    /// One input, then what the driver does at once: its actions taken (into `log`), a cost
+    /// entered in the ledger and the spend fed back.
+    fn feed(&mut self, input: Input) {
+        self.m.handle(self.now(), input);
+        self.take_actions();
     }
 
     /// get_state + get_available_models answered; returns the commands that follow.
@@ -532,10 +560,10 @@ fn first_response_watchdog_aborts_and_fails_over_as_endpoint() {
     let deadline = h.m.poll_deadline().expect("watchdog armed");
     assert_eq!(deadline, h.now().instant + Duration::from_millis(1000));
     h.advance(999);
-    h.m.handle_timeout(h.now());
+    h.m.handle(h.now(), Input::Timeout);
     assert!(h.sent().is_empty());
     h.advance(1);
-    h.m.handle_timeout(h.now());
+    h.m.handle(h.now(), Input::Timeout);
     let sent = h.sent();
     assert_eq!(sent[0].1, Command::Abort);
     h.assistant_end("aborted", "", Some("Request aborted"));
@@ -574,7 +602,7 @@ fn stall_watchdog_restarts_on_progress_and_pauses_during_tools() {
     h.event(json!({"type": "tool_execution_start"}));
     assert_eq!(h.m.poll_deadline(), None, "a running tool is not a stall");
     h.advance(600_000);
-    h.m.handle_timeout(h.now());
+    h.m.handle(h.now(), Input::Timeout);
     assert!(h.sent().is_empty());
     h.event(json!({"type": "tool_execution_end"}));
     assert_eq!(
@@ -589,7 +617,7 @@ fn interrupt_aborts_and_never_fails_over() {
     let sent = h.start(model("a", "m1", false, 128_000), pool());
     h.ok_prompt(&sent);
     h.event(json!({"type": "agent_start"}));
-    h.m.handle_interrupt(h.now());
+    h.m.handle(h.now(), Input::Stop);
     let sent = h.sent();
     assert_eq!(sent[0].1, Command::Abort);
     h.assistant_end("aborted", "", Some("Request aborted"));
@@ -793,7 +821,7 @@ fn claiming_half_open_b() -> (H, crate::health::ProbeTarget) {
 #[test]
 fn half_open_candidate_needs_the_probe_lease() {
     let (mut h, _) = claiming_half_open_b();
-    h.m.handle_probe_result(h.now(), false);
+    h.m.handle(h.now(), Input::ProbeClaimed { granted: false });
     let sent = h.sent();
     h.complete_redispatch(sent);
     assert_eq!(
@@ -813,7 +841,7 @@ fn half_open_candidate_needs_the_probe_lease() {
 #[test]
 fn a_probe_that_fails_in_another_scope_gives_its_lease_back() {
     let (mut h, target) = claiming_half_open_b();
-    h.m.handle_probe_result(h.now(), true);
+    h.m.handle(h.now(), Input::ProbeClaimed { granted: true });
     let sent = h.sent();
     h.complete_redispatch(sent);
     h.fail_settled("Connection error.");
@@ -832,7 +860,7 @@ fn a_failed_probe_reopens_the_breaker_before_it_gives_the_lease_back() {
     // Each delta is its own commit: a release committed first would let another run claim
     // the probe while the breaker still looked half-open (two probes were sent in practice).
     let (mut h, target) = claiming_half_open_b();
-    h.m.handle_probe_result(h.now(), true);
+    h.m.handle(h.now(), Input::ProbeClaimed { granted: true });
     let sent = h.sent();
     h.complete_redispatch(sent);
     h.fail_settled(Q402);
@@ -935,7 +963,7 @@ fn a_prompt_rejected_for_a_missing_key_fails_over_without_forking() {
         "error": "No API key found for the selected model."
     }))
     .unwrap();
-    h.m.handle_incoming(h.now(), Incoming::Response(r));
+    h.m.handle(h.now(), Input::Pi(Incoming::Response(r)));
     let sent = h.sent();
     let names: Vec<_> = sent.iter().map(|(_, c)| c.name()).collect();
     assert_eq!(
@@ -1014,10 +1042,10 @@ fn a_pi_that_never_answers_is_a_clear_error_not_a_hang() {
         Some(h.now().instant + RESPONSE_TIMEOUT)
     );
     h.advance(59_999);
-    h.m.handle_timeout(h.now());
+    h.m.handle(h.now(), Input::Timeout);
     assert!(h.m.outcome().is_none());
     h.advance(1);
-    h.m.handle_timeout(h.now());
+    h.m.handle(h.now(), Input::Timeout);
     assert!(matches!(
         h.outcome(),
         Outcome::Fatal(Fatal::Unresponsive { .. })
@@ -1085,7 +1113,7 @@ fn a_retry_pi_started_despite_abort_retry_is_still_watched() {
     // Too late: Pi's retry is already under way, and it hangs.
     h.event(json!({"type": "agent_start"}));
     h.advance(1000);
-    h.m.handle_timeout(h.now());
+    h.m.handle(h.now(), Input::Timeout);
     assert_eq!(h.sent()[0].1, Command::Abort, "the watchdog fires");
     h.assistant_end("aborted", "", Some("Request aborted"));
     h.settle();
@@ -1101,13 +1129,14 @@ fn abort_retry_goes_out_before_the_failure_is_persisted() {
     let sent = h.start(model("a", "m1", false, 128_000), pool());
     h.ok_prompt(&sent);
     h.drain();
+    let mark = h.log.len();
     let err = r#"429: {"message":"Rate limit reached"}"#;
     h.event(json!({"type": "agent_start"}));
     h.assistant_end("error", "", Some(err));
     h.event(
         json!({"type": "auto_retry_start", "attempt": 1, "delayMs": 2000, "errorMessage": err}),
     );
-    let first = h.m.poll_action().expect("an action");
+    let first = h.log[mark..].first().cloned().expect("an action");
     assert!(
         matches!(
             first,
@@ -1556,15 +1585,15 @@ fn with_waiting_a_run_waits_for_the_first_breaker_to_reopen_then_resumes() {
     let next = h.m.poll_deadline().expect("a check is due");
     assert_eq!(next, h.now().instant + WAIT_POLL);
     h.advance(1000);
-    h.m.handle_timeout(h.now());
+    h.m.handle(h.now(), Input::Timeout);
     assert!(h.drain().contains(&Action::ReloadHealth));
-    h.m.handle_health_reloaded(h.now(), health.clone());
+    h.m.handle(h.now(), Input::HealthReloaded(health.clone()));
     assert!(h.m.outcome().is_none());
     assert_eq!(notes(&mut h, Note::Wait).len(), 1, "one line per wait");
     // The rate limit ends: b is probed (lease claimed), then used.
     h.advance(300_000);
-    h.m.handle_timeout(h.now());
-    h.m.handle_health_reloaded(h.now(), health);
+    h.m.handle(h.now(), Input::Timeout);
+    h.m.handle(h.now(), Input::HealthReloaded(health));
     let sent = h.sent();
     assert_eq!(
         sent[0].1,
@@ -1610,15 +1639,15 @@ fn a_waiting_run_denied_the_probe_keeps_waiting_for_the_other_runs_probe() {
     h.cursor = h.log.len();
     // Another job holds b's probe: this one waits for it (the deadline is well before the
     // lease would expire), it does not give up with "no healthy candidate".
-    h.m.handle_probe_result(h.now(), false);
+    h.m.handle(h.now(), Input::ProbeClaimed { granted: false });
     assert!(h.m.outcome().is_none(), "{:?}", h.m.outcome());
     assert_eq!(notes(&mut h, Note::Wait).len(), 1);
     // The other job's probe succeeded: b's breaker is closed in the reloaded health.
     let mut healed = health;
     healed.providers.remove("b");
     h.advance(1000);
-    h.m.handle_timeout(h.now());
-    h.m.handle_health_reloaded(h.now(), healed);
+    h.m.handle(h.now(), Input::Timeout);
+    h.m.handle(h.now(), Input::HealthReloaded(healed));
     let sent = h.sent();
     assert_eq!(
         sent[0].1,
@@ -1814,10 +1843,10 @@ fn a_slow_store_costs_the_first_request_the_grace_at_most() {
     let ready = h.now().instant;
     assert_eq!(h.m.poll_deadline(), Some(ready + HEALTH_GRACE));
     h.advance(249);
-    h.m.handle_timeout(h.now());
+    h.m.handle(h.now(), Input::Timeout);
     assert!(h.sent().is_empty(), "still within the grace");
     h.advance(1);
-    h.m.handle_timeout(h.now());
+    h.m.handle(h.now(), Input::Timeout);
     let sent = h.sent();
     assert!(
         matches!(sent.last(), Some((_, Command::Prompt { .. }))),
@@ -1835,7 +1864,7 @@ fn a_slow_store_costs_the_first_request_the_grace_at_most() {
         },
         1.0,
     );
-    h.m.handle_health_loaded(h.now(), late);
+    h.m.handle(h.now(), Input::HealthLoaded(late));
     assert!(h.sent().is_empty(), "no second start");
 }
 
@@ -1861,7 +1890,7 @@ fn health_that_arrives_in_time_decides_the_start() {
         },
         1.0,
     );
-    h.m.handle_health_loaded(h.now(), stored);
+    h.m.handle(h.now(), Input::HealthLoaded(stored));
     let sent = h.sent();
     assert!(
         sent.iter()
