@@ -223,7 +223,7 @@ impl Session {
         if self.start_model.is_none() {
             self.start_model = machine.start_model().map(str::to_string);
             if !machine.registry().is_empty() {
-                shared.note_listed(machine.registry().iter().map(ModelInfo::key).collect());
+                shared.note_listed(machine.registry().iter().map(|m| m.key().into()).collect());
             }
         }
         let stop = stopping.map(|(s, _)| s);
@@ -242,6 +242,7 @@ impl Session {
                 scope: Scope::Round,
                 status: None,
                 matched: matched.to_string(),
+                stated: None,
             });
             attempts.push(open);
         }
@@ -272,7 +273,7 @@ impl Session {
             // One slot id per job: a late answer about the last job's slot never touches this one's.
             // Only a single run's first request has the pre-request grace (README's promise).
             capacity: job.capacity.clone().map(|mut c| {
-                c.slot = format!("{}:{}", c.slot, self.jobs);
+                c.slot = c.slot.job(self.jobs);
                 c.pre_request_grace = !job.in_batch;
                 c
             }),
@@ -368,7 +369,7 @@ impl Session {
         let known = crate::registry::list_models(&self.pi_command, &args)
             .await
             .ok()?;
-        let keys: Vec<String> = known.iter().map(ModelInfo::key).collect();
+        let keys: Vec<String> = known.iter().map(|m| m.key().into()).collect();
         let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
         let mut shown: Vec<String> = crate::catalog::suggest::closest_models(&wanted, &refs, 5)
             .into_iter()

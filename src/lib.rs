@@ -39,6 +39,7 @@ pub mod manage;
 pub mod news;
 pub mod output;
 pub mod pi_stderr;
+pub mod provider_list;
 pub mod reaper;
 pub mod redact;
 pub mod registry;

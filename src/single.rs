@@ -119,7 +119,7 @@ impl Run<'_> {
         let records = self.shared.load_capacity(now, limit).await;
         let mut providers: Vec<&str> = std::iter::once(e.start_model.as_str())
             .chain(e.candidates.iter().map(|c| c.model.as_str()))
-            .map(|k| k.split_once('/').map_or(k, |(p, _)| p))
+            .map(crate::catalog::provider_of)
             .collect();
         providers.sort_unstable();
         providers.dedup();

@@ -31,6 +31,7 @@ use tokio::sync::{Mutex, mpsc, watch};
 
 use crate::agent::PiGroups;
 use crate::budget::OverBudget;
+use crate::catalog::ModelKey;
 use crate::clock;
 use crate::console::Console;
 use crate::exit::Exit;
@@ -297,9 +298,7 @@ impl Batch {
                                 &done.failed_classes,
                             );
                             tally.record_capacity(
-                                done.model
-                                    .as_deref()
-                                    .map(|m| m.split_once('/').map_or(m, |(p, _)| p)),
+                                done.model.as_ref().map(ModelKey::provider),
                                 &done.capacity_signals,
                                 done.capacity_wait_ms,
                             );

@@ -50,7 +50,7 @@ impl Plan {
     /// Worker `n`'s capacity options: its own slot ids.
     pub fn capacity_for(&self, n: usize) -> crate::failover::CapacityOptions {
         crate::failover::CapacityOptions {
-            slot: format!("{}:w{n}", self.capacity.slot),
+            slot: self.capacity.slot.worker(n),
             ..self.capacity.clone()
         }
     }
@@ -72,11 +72,6 @@ pub fn job_profile(base: &Profile, spec: &JobSpec) -> Profile {
     p
 }
 
-/// The provider of a `provider/model` key.
-fn provider_of(key: &str) -> &str {
-    key.split_once('/').map_or(key, |(p, _)| p)
-}
-
 /// A finished line, ready to record.
 #[derive(Debug)]
 pub struct Done {
@@ -87,7 +82,7 @@ pub struct Done {
     /// The line for stderr: failed jobs always, successful ones with `-v`.
     pub note: String,
     /// `provider/model` that answered.
-    pub model: Option<String>,
+    pub model: Option<crate::catalog::ModelKey>,
     pub usage: Usage,
     pub failed_usage: Usage,
     /// The class of each attempt that did not answer (for the summary).
@@ -285,7 +280,7 @@ impl Worker {
                 .attempts
                 .iter()
                 .filter(|a| a.capacity_signal)
-                .map(|a| provider_of(&a.model).to_string())
+                .map(|a| a.model.provider().to_string())
                 .collect(),
             capacity_wait_ms: ended.capacity_wait_ms,
         }

@@ -71,6 +71,9 @@
 pub mod caps;
 pub mod ops;
 mod rules;
+mod slot_id;
+
+pub use slot_id::SlotId;
 
 use std::collections::BTreeMap;
 

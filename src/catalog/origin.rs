@@ -140,7 +140,7 @@ impl PiConfig {
         if listed {
             return Origin::ModelsJson;
         }
-        let provider = key.split_once('/').map_or(key, |(p, _)| p);
+        let provider = super::provider_of(key);
         Origin::BuiltIn(self.key_source(provider, env))
     }
 
@@ -304,7 +304,7 @@ impl fmt::Display for Finding {
                 "the start model {model} is from Pi's built-in catalogue, not from your \
                  models.json (provider {} was brought in by {source}); name the primary with \
                  --model",
-                model.split_once('/').map_or(model.as_str(), |(p, _)| p)
+                super::provider_of(model)
             ),
             Finding::BuiltInCandidates {
                 total,
@@ -375,7 +375,7 @@ pub fn findings(
     let mut user_providers: Vec<String> = Vec::new();
     let mut first_user_model = None;
     for key in choice.candidates {
-        let provider = key.split_once('/').map_or(key.as_str(), |(p, _)| p);
+        let provider = super::provider_of(key);
         match config.origin(key, env) {
             Origin::ModelsJson => {
                 first_user_model.get_or_insert_with(|| key.clone());

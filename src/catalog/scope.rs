@@ -93,7 +93,7 @@ pub fn resolve_scope(patterns: &str, available: &[ModelInfo]) -> ScopeReport {
             let m = &available[i];
             if seen.insert((m.provider.as_str(), m.id.as_str())) {
                 if let Some(level) = level {
-                    report.levels.insert(m.key(), level.to_string());
+                    report.levels.insert(m.key().into(), level.to_string());
                 }
                 report.models.push(m.clone());
             }

@@ -76,7 +76,7 @@ pub fn rank(current: &ModelInfo, pool: &[ModelInfo], filter: &Filter<'_>) -> Vec
 fn admissible(m: &ModelInfo, current_key: &str, f: &Filter<'_>) -> bool {
     let key = m.key();
     key != current_key
-        && !f.tried.contains(&key)
+        && !f.tried.contains(key.as_str())
         && !f.isolated_endpoints.contains(&Keys::of(m).endpoint)
         && !f.capped_providers.contains(&m.provider)
         && f.health.blocked(m, f.now_ms, f.own_leases).is_none()
@@ -314,7 +314,7 @@ mod tests {
             };
             rank(current, pool, &filter)
                 .iter()
-                .map(ModelInfo::key)
+                .map(|m| m.key().into())
                 .collect()
         }
 

@@ -79,7 +79,7 @@ pub fn why_excluded(m: &ModelInfo, req: &Request<'_>) -> Option<Excluded> {
     let key = m.key();
     let excluded = |code: &'static str, reason: String, remaining_ms: Option<u64>| {
         Some(Excluded {
-            model: key.clone(),
+            model: key.to_string(),
             code,
             reason,
             remaining_ms,

@@ -74,8 +74,8 @@ pub struct Options {
 /// How this run takes capacity slots.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CapacityOptions {
-    /// The slot id, unique among every process sharing the store (host, process, worker).
-    pub slot: String,
+    /// Who holds the slots this run takes (host, process, worker, job).
+    pub slot: crate::capacity::SlotId,
     /// Where a provider's limit starts when nothing is learned yet (the batch's `--jobs`).
     pub initial: u32,
     /// `--max-inflight`: provider → the most requests in flight.
@@ -166,7 +166,7 @@ pub enum Outcome {
 /// One failed (or successful) attempt, for `-v` and `--json`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Attempt {
-    pub model: String,
+    pub model: crate::catalog::ModelKey,
     /// `None` for the attempt that answered.
     pub failure: Option<Classification>,
     /// Redaction is the caller's job before printing; this is Pi's raw text.

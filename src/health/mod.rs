@@ -155,7 +155,7 @@ impl Keys {
 
     pub fn of(model: &ModelInfo) -> Keys {
         Keys {
-            model: model.key(),
+            model: model.key().into(),
             provider: model.provider.clone(),
             endpoint: endpoint_key(&model.provider, model.base_url.as_deref()),
         }

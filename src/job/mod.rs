@@ -161,7 +161,7 @@ pub fn capacity_options(
     initial: usize,
 ) -> failover::CapacityOptions {
     failover::CapacityOptions {
-        slot: format!("{}:{}", host_name(), std::process::id()),
+        slot: crate::capacity::SlotId::process(&host_name(), std::process::id()),
         initial: u32::try_from(initial.max(1)).unwrap_or(u32::MAX),
         caps: max_inflight(settings, inv),
         // Set per job by the driver.

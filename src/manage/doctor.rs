@@ -192,7 +192,7 @@ pub async fn run(
                         "{} available: {}",
                         m.len(),
                         m.iter()
-                            .map(ModelInfo::key)
+                            .map(|m| m.key().to_string())
                             .take(8)
                             .collect::<Vec<_>>()
                             .join(", ")
@@ -331,9 +331,9 @@ fn start_and_pool(
         None => models.to_vec(),
     };
     let in_pool = |key: &str| pool.iter().any(|m| m.key() == key);
-    let pi_key = pi_start.map(ModelInfo::key);
+    let pi_key: Option<String> = pi_start.map(|m| m.key().into());
     let start = if let Some(wanted) = &inv.model {
-        match pi_key.filter(|k| models.iter().any(|m| &m.key() == k)) {
+        match pi_key.filter(|k| models.iter().any(|m| m.key() == *k)) {
             Some(k) => Some(k),
             None => {
                 return Err(format!(
@@ -346,12 +346,12 @@ fn start_and_pool(
         saved_default
             .filter(|k| in_pool(k))
             .map(str::to_string)
-            .or_else(|| pool.first().map(ModelInfo::key))
+            .or_else(|| pool.first().map(|m| m.key().into()))
     } else if let Some(p) = &inv.provider {
         pi_start
             .filter(|m| &m.provider == p)
             .or_else(|| models.iter().find(|m| &m.provider == p))
-            .map(ModelInfo::key)
+            .map(|m| m.key().into())
     } else {
         pi_key
     };
@@ -379,7 +379,7 @@ fn choice_lines(
             "no start model: the flags select none of Pi's available models",
         )];
     };
-    let candidates: Vec<String> = pool.iter().map(ModelInfo::key).collect();
+    let candidates: Vec<String> = pool.iter().map(|m| m.key().into()).collect();
     let config = crate::settings::pi_config(dir);
     let choice = origin::Choice {
         start: &start,

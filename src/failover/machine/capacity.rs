@@ -308,7 +308,7 @@ impl Machine {
         verdict: &Classification,
         error: &str,
     ) {
-        self.slot.set_pause(stated_pause_ms(error, now.wall_ms));
+        self.slot.set_pause(stated_pause_ms(verdict, now.wall_ms));
         let error = crate::redact::redact_capped(error, 300);
         self.note(
             Note::Detail,
@@ -337,12 +337,11 @@ impl Machine {
         now: Now,
         model: &ModelInfo,
         verdict: &Classification,
-        error: &str,
     ) -> bool {
         verdict.class == FailureClass::RateLimit
             && self.slot.enabled()
             && self.slot.held() == Some(model.provider.as_str())
-            && stated_pause_ms(error, now.wall_ms) <= MAX_PAUSE_MS
+            && stated_pause_ms(verdict, now.wall_ms) <= MAX_PAUSE_MS
     }
 
     /// Carries out [`super::Plan::SlowDown`]: stores the refusal and waits for its verdict.
@@ -361,6 +360,7 @@ impl Machine {
             scope: crate::failover::classify::Scope::Provider,
             status: None,
             matched: String::new(),
+            stated: None,
         });
         self.timers.stop(Timer::SlotRenew);
         let pause_ms = self.slot.take_pause();
@@ -460,14 +460,7 @@ impl Machine {
     ) {
         let keys = Keys::of(&model);
         self.round.mark_tried(keys.model.clone());
-        self.open_breaker(
-            now,
-            &model,
-            &keys,
-            verdict.class,
-            verdict.scope,
-            error.to_string(),
-        );
+        self.open_breaker(now, &model, &keys, &verdict, error);
         self.phase = Phase::Dispatching;
         self.choose_and_switch(now, mode, SwitchReason::Failure(FailureClass::RateLimit));
     }
@@ -502,9 +495,10 @@ impl Machine {
     }
 }
 
-/// How long the provider said to wait before sending again (0: it did not say), read from the
-/// failure's whole text as Pi gave it.
-fn stated_pause_ms(error: &str, now_ms: u64) -> u64 {
-    crate::failover::stated::stated_reset(error, now_ms)
+/// How long the provider said to wait before sending again (0: it did not say).
+fn stated_pause_ms(verdict: &Classification, now_ms: u64) -> u64 {
+    verdict
+        .stated
+        .as_ref()
         .map_or(0, |s| s.at_ms.saturating_sub(now_ms))
 }

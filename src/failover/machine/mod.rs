@@ -1,8 +1,42 @@
-//! The failover state machine for one run (one prompt). Sans-IO: Pi's events, command
-//! responses, timeouts, health and interrupts go in through `handle_*` with the current time;
-//! commands to send, health deltas to persist, progress lines and the final outcome come out
-//! through `poll_action`, and the next deadline through `poll_deadline`. Nothing here sleeps,
-//! spawns, reads a clock or touches a file, so every path can be tested with hand-made times.
+//! The failover state machine for one run (one prompt). Sans-IO, in the manner of quinn-proto's
+//! `Connection`: everything that happens to the run goes in as one [`Input`] with the time it
+//! happened; commands to send, health and capacity to store, costs to enter, progress lines
+//! and the final outcome come out as [`Action`]s, and the next instant it must be woken at as
+//! [`Machine::poll_deadline`]. Nothing here sleeps, spawns, reads a clock or touches a file, so
+//! every path can be tested with hand-made times.
+//!
+//! ```text
+//!   Input ──► Machine::handle(now, input) ──► poll_action() ──► Action
+//!     Pi(event or response)                                    Send { id, command }
+//!     HealthLoaded / HealthStored / HealthReloaded             Record { seq, delta }
+//!     ProbeClaimed { granted }                                 ClaimProbe { target }
+//!     Capacity { id, reply } / SlotFreed                       ReloadHealth
+//!     Spend(process spend)                                     Capacity { id, op, reply }
+//!     Stop / Abandon                                           Spent { provider, cost }
+//!     Timeout  ◄── poll_deadline()                             Progress { line, note }
+//!                                                              Finish(Outcome)
+//! ```
+//!
+//! The driver (`driver::Session::run`) is the loop around it:
+//!
+//! ```text
+//!   loop {
+//!       machine.handle(now, input);                   // one input
+//!       while let Some(a) = machine.poll_action() {   // carry out every action
+//!           ...                                        // Finish ends the loop
+//!       }
+//!       input = select(stop, deadline, shared answers, poll_deadline(), Pi);
+//!       now = clock::now();                            // read once per wake-up
+//!   }
+//! ```
+//!
+//! A new feature is one more `Input` variant (what happened) and one more arm in
+//! [`Machine::handle`], plus an `Action` when the world must do something new; never another
+//! method the driver calls, nor a side channel around the machine. What the process shares
+//! (health, capacity slots, the spend ledger) answers on the one channel the driver reads,
+//! already as `Input`s; a new shared fact (say, a provider's learned pace) is one more variant
+//! there too. A deadline of its own (a per-provider watchdog, a wait bound) is a [`Timer`] in
+//! the [`TimerTable`], set with `now` and expiring as `Input::Timeout`.
 //!
 //! A run goes: read state and models → check the user's scope, provider and model against Pi's
 //! registry (`start.rs`) → switch before sending if the start model is known to be dead or cannot
@@ -232,7 +266,7 @@ impl Machine {
             .attempts()
             .iter()
             .filter(|a| a.failure.is_some() && seen.insert(a.model.clone()))
-            .map(|a| a.model.clone())
+            .map(|a| a.model.to_string())
             .collect()
     }
 
@@ -517,6 +551,7 @@ impl Machine {
                             scope: super::classify::Scope::Model,
                             status: None,
                             matched: "set_model refused".to_string(),
+                            stated: None,
                         },
                         &error,
                     );
@@ -575,6 +610,7 @@ impl Machine {
             stop_reason: "error",
             watchdog: false,
             user_abort: false,
+            now_ms: now.wall_ms,
         });
         match self.dispatch.current().cloned() {
             Some(current) if verdict.class == FailureClass::Auth && !self.interrupted => {
@@ -623,6 +659,7 @@ impl Machine {
             stop_reason: "error",
             watchdog: false,
             user_abort: false,
+            now_ms: now.wall_ms,
         });
         self.dispatch.judged();
         let class = verdict.class;
@@ -718,7 +755,7 @@ impl Machine {
             Some(plan) if !fresh => plan,
             _ => {
                 self.dispatch.judged();
-                let (verdict, error) = self.verdict_on(&message, &stop);
+                let (verdict, error) = self.verdict_on(now, &message, &stop);
                 self.judge(now, &current, verdict, &error)
             }
         };
@@ -726,7 +763,7 @@ impl Machine {
     }
 
     /// The classification of a settled attempt that did not answer.
-    fn verdict_on(&mut self, message: &Message, stop: &str) -> (Classification, String) {
+    fn verdict_on(&mut self, now: Now, message: &Message, stop: &str) -> (Classification, String) {
         if self.attempt.take_watchdog_fired() {
             let error = "watchdog: the model stopped responding".to_string();
             let v = classify(&Observation {
@@ -734,6 +771,7 @@ impl Machine {
                 stop_reason: "aborted",
                 watchdog: true,
                 user_abort: false,
+                now_ms: now.wall_ms,
             });
             return (v, error);
         }
@@ -744,6 +782,7 @@ impl Machine {
                 scope: super::classify::Scope::Model,
                 status: None,
                 matched: "empty answer".to_string(),
+                stated: None,
             };
             return (v, "the model returned an empty answer".to_string());
         }
@@ -763,6 +802,7 @@ impl Machine {
             stop_reason: stop,
             watchdog: false,
             user_abort: false,
+            now_ms: now.wall_ms,
         });
         (v, error)
     }
