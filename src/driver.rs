@@ -50,12 +50,13 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn start(
+    /// Starts Pi; the wait for it to start happens off the event loop (see `Agent::spawn`).
+    pub async fn start(
         pi_command: &OsString,
         pi_args: &[String],
         groups: &PiGroups,
     ) -> Result<Session, agent::SpawnError> {
-        let mut agent = Agent::spawn(pi_command, pi_args, groups)?;
+        let mut agent = Agent::spawn(pi_command, pi_args, groups).await?;
         let warnings = agent.take_warnings();
         Ok(Session {
             agent,

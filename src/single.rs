@@ -67,7 +67,7 @@ impl Run<'_> {
         };
         let mut stops = stops_from(signals);
         let mut session =
-            match Session::start(&self.settings.pi_command, &inv.pi_args(), self.groups) {
+            match Session::start(&self.settings.pi_command, &inv.pi_args(), self.groups).await {
                 Ok(s) => s,
                 Err(e) => {
                     let ended = Ended::bare(JobEnd::NotStarted(e));

@@ -361,7 +361,7 @@ impl Worker {
                 old.stop().await;
             }
             if self.session.is_none() {
-                match Session::start(&plan.pi_command, &args, ctx.groups) {
+                match Session::start(&plan.pi_command, &args, ctx.groups).await {
                     Ok(s) => self.session = Some(s),
                     Err(e) => return Ran::Setup(Box::new(Ended::bare(JobEnd::NotStarted(e)))),
                 }
