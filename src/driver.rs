@@ -254,6 +254,7 @@ impl Session {
             tried: machine.tried(),
             elapsed_ms: ms(now.instant.saturating_duration_since(start.instant)),
             capacity_wait_ms: machine.capacity_wait_ms(now),
+            start_model: machine.start_model().map(str::to_string),
             digests: Vec::new(),
             content_hash: None,
         }

@@ -300,6 +300,80 @@ fn installed_command_passes_stdin_through() {
     assert!(text.contains("piped notes"), "stdin reached Pi: {text:?}");
 }
 
+/// After `npm install -g` (from the packed tarballs, offline) `man pi-ccswitch-run` finds the
+/// package's man page beside the command, and the command prints each shell's completions as
+/// `completions/` has them (bash sources its script and completes the command).
+#[test]
+fn installed_package_has_the_man_page_and_prints_completions() {
+    let cmd = &installed().cmd;
+    let prefix = cmd.parent().and_then(Path::parent).expect("<prefix>/bin");
+    let linked = prefix.join("share/man/man1/pi-ccswitch-run.1");
+    assert!(
+        linked.exists(),
+        "npm linked no man page at {}",
+        linked.display()
+    );
+    // man-db finds <prefix>/share/man from <prefix>/bin on PATH, as after a real global install.
+    let mut path = prefix.join("bin").into_os_string();
+    path.push(":/usr/bin:/bin");
+    let man = |args: &[&str]| {
+        let mut c = Command::new("man");
+        c.args(args)
+            .env_clear()
+            .env("PATH", &path)
+            .env("MANWIDTH", "100")
+            .env("HOME", prefix);
+        run_ok(c, "man")
+    };
+    let found = String::from_utf8_lossy(&man(&["-w", "pi-ccswitch-run"]).stdout).into_owned();
+    assert!(
+        found
+            .trim()
+            .starts_with(&prefix.to_string_lossy().into_owned()),
+        "man found {found:?}, not the installed page"
+    );
+    let page = String::from_utf8_lossy(&man(&["-P", "cat", "pi-ccswitch-run"]).stdout).into_owned();
+    assert!(
+        page.contains("EXIT STATUS") && page.contains("--completions"),
+        "{page}"
+    );
+    let env = TestEnv::new(PI_MIN, &providers());
+    for (shell, file) in [
+        ("bash", "pi-ccswitch-run.bash"),
+        ("zsh", "_pi-ccswitch-run"),
+        ("fish", "pi-ccswitch-run.fish"),
+        ("powershell", "_pi-ccswitch-run.ps1"),
+        ("elvish", "pi-ccswitch-run.elv"),
+    ] {
+        let out = run_command(
+            env.other_cmd(cmd, ["--completions", shell]),
+            None,
+            RUN_TIMEOUT,
+        );
+        let committed = std::fs::read_to_string(Path::new(ROOT).join("completions").join(file))
+            .expect("committed completions");
+        out.assert_success();
+        assert_eq!(out.stdout, committed, "--completions {shell}");
+    }
+    let script = format!(
+        "source <('{}' --completions bash) && complete -p pi-ccswitch-run",
+        cmd.display()
+    );
+    let out = run_command(
+        env.other_cmd("bash", ["-c", script.as_str()]),
+        None,
+        RUN_TIMEOUT,
+    );
+    out.assert_success()
+        .assert_stdout_contains("pi-ccswitch-run");
+    run_command(
+        env.other_cmd(cmd, ["--completions", "tcsh"]),
+        None,
+        RUN_TIMEOUT,
+    )
+    .assert_fails_with(2, "invalid value 'tcsh' for --completions");
+}
+
 #[track_caller]
 fn assert_timeout_124(cmd: &Path) {
     let env = TestEnv::new(PI_MIN, &providers());
@@ -519,6 +593,7 @@ fn every_package_has_the_crate_version_and_no_install_script() {
         .map(|(_, j)| j)
         .expect("the main package");
     assert_eq!(main["bin"]["pi-ccswitch-run"], "bin/pi-ccswitch-run");
+    assert_eq!(main["man"], serde_json::json!(["man/pi-ccswitch-run.1"]));
     let optional = main["optionalDependencies"]
         .as_object()
         .expect("optionalDependencies");

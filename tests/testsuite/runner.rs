@@ -283,9 +283,11 @@ fn json_schema_is_pinned() {
             "failed_usage",
             "model",
             "ok",
+            "permanent",
             "retry",
             "switches",
-            "usage"
+            "usage",
+            "warnings"
         ]
     );
     assert_eq!(v["ok"], true);

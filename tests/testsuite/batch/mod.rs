@@ -5,6 +5,7 @@ mod capacity;
 mod capacity_shared;
 mod durable;
 mod jobs;
+mod nightly;
 mod recipes;
 mod record_integrity;
 mod reruns;
