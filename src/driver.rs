@@ -294,33 +294,15 @@ impl Session {
             return JobEnd::Stopped(stop);
         }
         match ended {
-            Loop::Machine(outcome) => match outcome {
-                Outcome::Answer { text, model } => JobEnd::Answered { text, model },
-                Outcome::Explained(e) => JobEnd::Explained(e),
-                Outcome::Exhausted {
-                    reason,
-                    last_error,
-                    retry,
-                    too_large,
-                } => JobEnd::Exhausted {
-                    reason,
-                    last_error,
-                    retry,
-                    too_large,
-                },
-                Outcome::EmptyAnswer => JobEnd::EmptyAnswer,
-                // Only after a stop, handled above; should one come without, it is a stop.
-                Outcome::Aborted => JobEnd::Stopped(Stop::Halt),
-                Outcome::Fatal(f) => JobEnd::Fatal(f),
-                Outcome::Setup(p) => JobEnd::Setup(p),
-                Outcome::OverBudget { why, last_error } => JobEnd::OverBudget { why, last_error },
-            },
+            // Only after a stop, handled above; should one come without, it is a stop.
+            Loop::Machine(Outcome::Aborted) => JobEnd::Stopped(Stop::Halt),
+            Loop::Machine(outcome) => JobEnd::Machine(outcome),
             Loop::Unsettled => JobEnd::Stopped(stop.unwrap_or(Stop::Halt)),
             Loop::Malformed(reason) => JobEnd::PiLost(self.loss(Some(reason)).await),
             Loop::PiExited | Loop::StdinGone => {
                 let loss = self.loss(None).await;
                 match self.unknown_start_model(&loss).await {
-                    Some(problem) => JobEnd::Setup(problem),
+                    Some(problem) => JobEnd::Machine(Outcome::Setup(problem)),
                     None => JobEnd::PiLost(loss),
                 }
             }

@@ -9,6 +9,7 @@ use crate::cli::{Invocation, Mode};
 use crate::console::Console;
 use crate::driver::Session;
 use crate::exit::Exit;
+use crate::failover::Outcome;
 use crate::failover::explain::Explanation;
 use crate::job::{self, Ended, JobEnd, JobRequest, Stop, ThinkingSource};
 use crate::manage::capacity_status::{CapacityRow, capacity_json, capacity_rows, capacity_text};
@@ -92,7 +93,7 @@ impl Run<'_> {
         // The answer first: stopping Pi and writing shared health afterwards must never delay it.
         ended.elapsed_ms = crate::driver::ms_since(self.started);
         let capacity = match &ended.end {
-            JobEnd::Explained(e) => self.capacity_of(e).await,
+            JobEnd::Machine(Outcome::Explained(e)) => self.capacity_of(e).await,
             _ => Vec::new(),
         };
         let warnings = origins.map(|o| o.warnings(&ended)).unwrap_or_default();
@@ -203,7 +204,7 @@ fn deliver(
         console.error_line(&format!("retry: {}", hint.reason));
     }
     let written = match &ended.end {
-        JobEnd::Explained(e) if inv.json => {
+        JobEnd::Machine(Outcome::Explained(e)) if inv.json => {
             let mut v = output::explanation_json(e, thinking_source, attachments);
             if let Some(obj) = v.as_object_mut() {
                 let warnings: Vec<serde_json::Value> = explain_findings(inv, settings, e)
@@ -215,7 +216,7 @@ fn deliver(
             }
             output::stdout_text(&format!("{v}\n"))
         }
-        JobEnd::Explained(e) => {
+        JobEnd::Machine(Outcome::Explained(e)) => {
             // Warnings first: what they say changes how the rest should be read.
             let mut text: String = explain_findings(inv, settings, e)
                 .iter()
@@ -229,7 +230,7 @@ fn deliver(
             output::stdout_text(&text)
         }
         _ if inv.json => output::print_record(&output::record_of(ended, warnings)),
-        JobEnd::Answered { text, .. } => output::answer(text),
+        JobEnd::Machine(Outcome::Answer { text, .. }) => output::answer(text),
         _ => Ok(()),
     };
     if let Err(e) = written {

@@ -43,7 +43,7 @@ use crate::signals::Interrupt;
 use input::{Filter, Item, Progress};
 pub use jobs::batch_exit;
 use sink::{Failure, Sink, Target};
-use worker::{Done, Outcome, Plan, Worker};
+use worker::{Done, Plan, Settled, Worker};
 
 use crate::driver::STATUS_TICK;
 /// At most this many models are warned about by name in one batch.
@@ -173,17 +173,31 @@ async fn open_input(file: &str) -> anyhow::Result<Box<dyn Read + Send>> {
 }
 
 /// Why the batch stopped taking jobs early.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 enum Halt {
     Signal(Interrupt),
-    /// A setup problem: the message for stderr.
-    Setup(String),
+    /// A setup problem: how the job that found it ended (`output` words it).
+    Setup(Rc<Ended>),
     /// Nobody reads stdout any more.
     Closed,
     /// Results cannot be written.
     WriteFailed(String),
     /// The `--max-cost` budget is reached (or every provider left is over its cap).
     Budget(OverBudget),
+}
+
+impl PartialEq for Halt {
+    /// The same reason; a setup problem is the same one only as the same job's ending.
+    fn eq(&self, other: &Halt) -> bool {
+        match (self, other) {
+            (Halt::Signal(a), Halt::Signal(b)) => a == b,
+            (Halt::Setup(a), Halt::Setup(b)) => Rc::ptr_eq(a, b),
+            (Halt::Closed, Halt::Closed) => true,
+            (Halt::WriteFailed(a), Halt::WriteFailed(b)) => a == b,
+            (Halt::Budget(a), Halt::Budget(b)) => a == b,
+            _ => false,
+        }
+    }
 }
 
 /// What workers tell the collector.
@@ -345,11 +359,7 @@ impl Batch {
                                 shared.print_ready(&mut order, &sink).await;
                             }
                         }
-                        Some(Event::Setup(ended)) => {
-                            let message = output::end_message(&ended)
-                                .unwrap_or_else(|| "setup failed".to_string());
-                            shared.halt(Halt::Setup(message));
-                        }
+                        Some(Event::Setup(ended)) => shared.halt(Halt::Setup(ended.into())),
                         Some(Event::WriteFailed(f)) => shared.halt(stop_for(f)),
                     },
                     _ = ticker.tick(), if status.enabled() => {}
@@ -389,8 +399,8 @@ impl Batch {
         // hold the batch's exit).
         health.flush_within(FLUSH_LIMIT).await;
         let stop = shared.stop.borrow().clone();
-        if let Some(Halt::Setup(message)) = stop {
-            console.error_line(&format!("batch stopped: {message}"));
+        if let Some(Halt::Setup(ended)) = &stop {
+            console.error_line(&output::batch_stopped_line(ended));
             return Exit::Error;
         }
         tally.skipped = progress.skipped.load(Ordering::Relaxed);
@@ -439,11 +449,7 @@ impl Batch {
         }
         match stop {
             Some(Halt::Signal(sig)) => {
-                console.error_line(match sig {
-                    Interrupt::Int => "interrupted (SIGINT); unfinished jobs were not recorded",
-                    Interrupt::Term => "terminated (SIGTERM); unfinished jobs were not recorded",
-                    Interrupt::Hup => "terminated (SIGHUP); unfinished jobs were not recorded",
-                });
+                console.error_line(output::batch_interrupted_line(sig));
                 exit = sig.exit();
             }
             Some(Halt::WriteFailed(e)) => {
@@ -617,7 +623,7 @@ async fn work(
             break;
         };
         match worker.run(item, ctx, &mut stops).await {
-            Outcome::Finished(done) => {
+            Settled::Finished(done) => {
                 // With --output the job counts as done once its line is on disk.
                 if !shared.ordered
                     && let Err(f) = sink.write(done.line.clone()).await
@@ -629,14 +635,14 @@ async fn work(
                     break;
                 }
             }
-            Outcome::Unfinished => break,
-            Outcome::Left { index, why } => {
+            Settled::Unfinished => break,
+            Settled::Left { index, why } => {
                 shared.halt(Halt::Budget(why));
                 if events.send(Event::Left(index)).await.is_err() {
                     break;
                 }
             }
-            Outcome::Setup(ended) => {
+            Settled::Setup(ended) => {
                 let _ = events.send(Event::Setup(ended)).await;
                 break;
             }
@@ -743,7 +749,7 @@ mod tests {
                 None,
                 "a closed stdout cuts no job short"
             );
-            shared.halt(Halt::Setup("x".into()));
+            shared.halt(Halt::Setup(setup_problem()));
             assert_eq!(
                 *shared.stop.borrow(),
                 Some(Halt::Closed),
@@ -777,13 +783,21 @@ mod tests {
         assert_eq!(*s.stop.borrow(), Some(Halt::Signal(Interrupt::Term)));
     }
 
+    /// A job that found Pi missing: a setup problem.
+    fn setup_problem() -> Rc<Ended> {
+        Rc::new(Ended::bare(crate::job::JobEnd::NotStarted(
+            crate::agent::SpawnError::NotFound("pi".into()),
+        )))
+    }
+
     /// A setup problem cuts the jobs in flight short, as a signal does.
     #[test]
     fn a_setup_problem_interrupts_the_jobs_in_flight() {
         let s = shared(2, 0);
-        s.halt(Halt::Setup("pi not found".into()));
+        let problem = setup_problem();
+        s.halt(Halt::Setup(Rc::clone(&problem)));
         assert_eq!(*s.stops.borrow(), Some(JobStop::Halt));
-        assert_eq!(*s.stop.borrow(), Some(Halt::Setup("pi not found".into())));
+        assert_eq!(*s.stop.borrow(), Some(Halt::Setup(problem)));
         let s = shared(2, 0);
         s.halt(Halt::Signal(Interrupt::Int));
         assert_eq!(*s.stops.borrow(), Some(JobStop::Signal(Interrupt::Int)));

@@ -21,6 +21,7 @@ use crate::console::Console;
 use crate::driver::Session;
 use crate::exit::Exit;
 use crate::failover::Config;
+use crate::failover::Outcome;
 use crate::job::{self, Ended, JobEnd, JobRequest, Stop, Unprepared};
 use crate::output::{self, JobFields, Warning, record::AttachmentRecord};
 use crate::rpc::Usage;
@@ -108,7 +109,7 @@ pub struct Done {
 
 /// How a job ended for the batch.
 #[derive(Debug)]
-pub enum Outcome {
+pub enum Settled {
     Finished(Box<Done>),
     /// Cut short by a signal (or by the batch stopping): it records nothing.
     Unfinished,
@@ -207,14 +208,14 @@ impl Worker {
         item: Item,
         ctx: &Ctx<'_>,
         stops: &mut watch::Receiver<Option<Stop>>,
-    ) -> Outcome {
+    ) -> Settled {
         match item {
             Item::Invalid {
                 index,
                 number,
                 invalid,
                 line_hash,
-            } => Outcome::Finished(Box::new(invalid_line(index, number, &invalid, line_hash))),
+            } => Settled::Finished(Box::new(invalid_line(index, number, &invalid, line_hash))),
             Item::Job {
                 index,
                 number,
@@ -226,18 +227,18 @@ impl Worker {
                 Ran::Ended(ended)
                     if matches!(ended.end, JobEnd::Stopped(Stop::Signal(_) | Stop::Halt)) =>
                 {
-                    Outcome::Unfinished
+                    Settled::Unfinished
                 }
                 Ran::Ended(ended) => match &ended.end {
-                    JobEnd::OverBudget { why, .. } => Outcome::Left {
+                    JobEnd::Machine(Outcome::OverBudget { why, .. }) => Settled::Left {
                         index,
                         why: why.clone(),
                     },
-                    _ => Outcome::Finished(Box::new(
+                    _ => Settled::Finished(Box::new(
                         self.done(index, number, &spec, input_hash, &ended, ctx.plan),
                     )),
                 },
-                Ran::Setup(ended) => Outcome::Setup(ended),
+                Ran::Setup(ended) => Settled::Setup(ended),
             },
         }
     }
@@ -251,7 +252,6 @@ impl Worker {
         ended: &Ended,
         plan: &Plan,
     ) -> Done {
-        let who = format!("{} (input line {number})", spec.id.label());
         let exit = output::exit_of(&ended.end);
         let warnings = plan
             .origins
@@ -260,24 +260,10 @@ impl Worker {
             .unwrap_or_default();
         let error = output::end_message(ended);
         let model = match &ended.end {
-            JobEnd::Answered { model, .. } => Some(model.key()),
+            JobEnd::Machine(Outcome::Answer { model, .. }) => Some(model.key()),
             _ => None,
         };
-        let note = match (&model, error.clone()) {
-            (Some(m), _) => format!(
-                "{}: ok ({m}, {} ms, worker {})",
-                spec.id.label(),
-                ended.elapsed_ms,
-                self.number
-            ),
-            (None, Some(e)) => {
-                let retry = output::retry_of(&ended.end)
-                    .map(|r| format!("; retry: {}", r.reason))
-                    .unwrap_or_default();
-                format!("{who}: exit {}: {e}{retry}", exit.code())
-            }
-            (None, None) => format!("{who}: exit {}", exit.code()),
-        };
+        let note = output::job_note(&spec.id.label(), number, ended, self.number);
         Done {
             index,
             exit,
@@ -402,13 +388,13 @@ impl Worker {
             let ended = session
                 .run(&request, ctx.shared, stops, ctx.console, &mut quiet)
                 .await;
-            if matches!(ended.end, JobEnd::Setup(_)) {
+            if matches!(ended.end, JobEnd::Machine(Outcome::Setup(_))) {
                 return Ran::Setup(Box::new(ended));
             }
             let lost = match &ended.end {
                 JobEnd::PiLost(loss) => Some(loss.answered),
                 // Pi cannot be reused after a stop or a protocol failure either.
-                JobEnd::Stopped(_) | JobEnd::Fatal(_) => Some(true),
+                JobEnd::Stopped(_) | JobEnd::Machine(Outcome::Fatal(_)) => Some(true),
                 _ => None,
             };
             if lost.is_some()
@@ -437,15 +423,13 @@ impl Worker {
                 return finish(ended);
             }
             if started || plan.verbose > 0 {
-                ctx.console.progress_line(&format!(
-                    "{}Pi was lost; restarting it and retrying the job",
-                    request.label
-                ));
+                ctx.console
+                    .progress_line(&output::pi_restarted_line(&request.label));
             }
         }
-        Ran::Ended(Box::new(Ended::bare(JobEnd::Fatal(
+        Ran::Ended(Box::new(Ended::bare(JobEnd::Machine(Outcome::Fatal(
             crate::failover::Fatal::NoModel,
-        ))))
+        )))))
     }
 }
 
@@ -458,10 +442,6 @@ enum Ran {
 /// The result of a line that is not a job.
 fn invalid_line(index: usize, number: u64, invalid: &Invalid, line_hash: u64) -> Done {
     let ended = Ended::bare(JobEnd::InvalidLine(invalid.message(number)));
-    let who = match &invalid.id {
-        Some(id) => format!("{} (input line {number})", id.label()),
-        None => format!("input line {number}"),
-    };
     Done {
         index,
         exit: Exit::Error,
@@ -472,7 +452,11 @@ fn invalid_line(index: usize, number: u64, invalid: &Invalid, line_hash: u64) ->
             &ended,
             Vec::new(),
         ),
-        note: format!("{who}: exit 2: {}", invalid.reason),
+        note: output::invalid_line_note(
+            invalid.id.as_ref().map(|id| id.label()).as_deref(),
+            number,
+            &invalid.reason,
+        ),
         label: match &invalid.id {
             Some(id) => crate::redact::printable(&id.canonical()),
             None => format!("input line {number}"),
@@ -572,7 +556,7 @@ mod tests {
         assert_eq!(v["ok"], false);
         assert_eq!(v["line_hash"], "00000000000000ee");
         assert_eq!(v["permanent"], true);
-        ended.end = JobEnd::EmptyAnswer;
+        ended.end = JobEnd::Machine(Outcome::EmptyAnswer);
         ended.digests = vec![[0u8; 32]];
         ended.content_hash = Some(0x12);
         let files = ["a.md".to_string()];

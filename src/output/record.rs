@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::exit::Exit;
+use crate::failover::Outcome;
 use crate::failover::reopen::RetryHint;
 use crate::job::{Ended, JobEnd};
 use crate::redact::redact;
@@ -157,7 +158,7 @@ impl Record {
             })
             .collect();
         let (answer, model) = match &ended.end {
-            JobEnd::Answered { text, model } => (
+            JobEnd::Machine(Outcome::Answer { text, model }) => (
                 Some(text.clone()),
                 Some(ModelRef {
                     provider: model.provider.clone(),
@@ -274,7 +275,7 @@ mod tests {
     #[test]
     fn every_ending_has_the_same_keys() {
         let endings = [
-            Ended::bare(JobEnd::EmptyAnswer),
+            Ended::bare(JobEnd::Machine(Outcome::EmptyAnswer)),
             Ended::bare(JobEnd::Stopped(Stop::Deadline)),
             Ended::bare(JobEnd::Stopped(Stop::Signal(
                 crate::signals::Interrupt::Int,
@@ -300,7 +301,11 @@ mod tests {
             attachments: Vec::new(),
             content_hash: None,
         };
-        let record = record_of(&Ended::bare(JobEnd::EmptyAnswer), Vec::new()).for_job(job);
+        let record = record_of(
+            &Ended::bare(JobEnd::Machine(Outcome::EmptyAnswer)),
+            Vec::new(),
+        )
+        .for_job(job);
         let mut expected = SINGLE_KEYS.to_vec();
         expected.extend([
             "id",
