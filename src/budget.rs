@@ -67,7 +67,11 @@ impl Caps {
         Ok(caps)
     }
 
-    fn take(&mut self, value: &str, item: crate::provider_list::Item<'_>) -> Result<(), String> {
+    fn take(
+        &mut self,
+        value: &str,
+        item: crate::provider_list::ListItem<'_>,
+    ) -> Result<(), String> {
         let expected = "expected COST or PROVIDER=COST with a positive amount such as 5 or \
                         0.25, several separated by commas";
         if item.text.is_empty() {

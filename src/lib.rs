@@ -80,7 +80,7 @@ pub fn run(args: Vec<OsString>) -> Exit {
             console.error_line(&format!("usage: {} (see --help)", cli::USAGE));
             // `… --json | jq .exit_code` must read a record, not fail on an empty stdout.
             if cli::json_asked(&args) {
-                let _ = output::print_record(&output::Record::failed(Exit::Error, &e.0));
+                let _ = output::print_record(&output::ResultRecord::failed(Exit::Error, &e.0));
             }
             return Exit::Error;
         }
@@ -93,7 +93,7 @@ pub fn run(args: Vec<OsString>) -> Exit {
             let message = format!("{err:#}");
             console.error_line(&message);
             if inv.json && matches!(inv.mode, cli::Mode::Run | cli::Mode::Explain) {
-                let _ = output::print_record(&output::Record::failed(Exit::Error, &message));
+                let _ = output::print_record(&output::ResultRecord::failed(Exit::Error, &message));
             }
             Exit::Error
         }

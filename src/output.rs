@@ -16,7 +16,7 @@ use crate::failover::reopen::RetryHint;
 use crate::failover::reopen::human_ms;
 use crate::job::{Ended, JobEnd, PiLoss, Stop, Unprepared};
 use crate::signals::Interrupt;
-pub use record::{JobFields, Record, Warning};
+pub use record::{JobFields, ResultRecord, Warning};
 
 /// Prints the final answer: trimmed, one trailing newline.
 pub fn answer(text: &str) -> io::Result<()> {
@@ -191,8 +191,8 @@ fn pi_loss(loss: &PiLoss) -> String {
 }
 
 /// The result record of how a job ended (see [`record`]), with its warnings.
-pub fn record_of(ended: &Ended, warnings: Vec<Warning>) -> Record {
-    Record::of(
+pub fn record_of(ended: &Ended, warnings: Vec<Warning>) -> ResultRecord {
+    ResultRecord::of(
         ended,
         exit_of(&ended.end),
         end_message(ended),
@@ -202,7 +202,7 @@ pub fn record_of(ended: &Ended, warnings: Vec<Warning>) -> Record {
 }
 
 /// Prints a result record (`--json`) on stdout; a broken pipe is swallowed.
-pub fn print_record(record: &Record) -> io::Result<()> {
+pub fn print_record(record: &ResultRecord) -> io::Result<()> {
     stdout_text(&record.line())
 }
 

@@ -6,7 +6,7 @@
 
 /// One item of a list, with the text it was read from (for messages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Item<'a> {
+pub struct ListItem<'a> {
     /// The item as written.
     pub text: &'a str,
     /// The part before the first `=`; `None` for a bare value.
@@ -15,14 +15,14 @@ pub struct Item<'a> {
 }
 
 /// The items of `list`, in order (an empty list has one empty item).
-pub fn items(list: &str) -> impl Iterator<Item = Item<'_>> {
+pub fn items(list: &str) -> impl Iterator<Item = ListItem<'_>> {
     list.split(',').map(|text| match text.split_once('=') {
-        Some((provider, value)) => Item {
+        Some((provider, value)) => ListItem {
             text,
             provider: Some(provider),
             value,
         },
-        None => Item {
+        None => ListItem {
             text,
             provider: None,
             value: text,
@@ -40,22 +40,22 @@ mod tests {
         assert_eq!(
             got,
             [
-                Item {
+                ListItem {
                     text: "20",
                     provider: None,
                     value: "20"
                 },
-                Item {
+                ListItem {
                     text: "zai=5",
                     provider: Some("zai"),
                     value: "5"
                 },
-                Item {
+                ListItem {
                     text: " a = b=c",
                     provider: Some(" a "),
                     value: " b=c"
                 },
-                Item {
+                ListItem {
                     text: "",
                     provider: None,
                     value: ""

@@ -146,7 +146,7 @@ pub fn run(args: &[OsString]) -> ! {
         fail("--pi-reaper is internal to pi-ccswitch-run (it needs the runner's pipes)");
     };
     become_subreaper();
-    let wake = Wake::install(lifeline);
+    let wake = Alarm::install(lifeline);
     let mut pi = Command::new(program);
     pi.args(pi_args).process_group(0);
     // SAFETY: pre_exec itself is the unsafe part (the closure runs between fork and exec); it
@@ -269,7 +269,7 @@ fn release_standard_streams() -> std::io::Result<()> {
 
 /// Why the reaper woke up: a child changed state or a signal came (the pipe), or the
 /// lifeline ended.
-struct Wake {
+struct Alarm {
     lifeline: OwnedFd,
     /// The read end of the pipe every watched signal writes to (absent if it could not be
     /// made: then the reaper wakes once a second).
@@ -277,8 +277,8 @@ struct Wake {
     terminate: Arc<AtomicBool>,
 }
 
-impl Wake {
-    fn install(lifeline: OwnedFd) -> Wake {
+impl Alarm {
+    fn install(lifeline: OwnedFd) -> Alarm {
         use rustix::pipe::{PipeFlags, pipe_with};
         let pipe = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK).ok();
         let terminate = Arc::new(AtomicBool::new(false));
@@ -293,7 +293,7 @@ impl Wake {
         for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
             let _ = signal_hook::flag::register(sig, Arc::clone(&terminate));
         }
-        Wake {
+        Alarm {
             lifeline,
             pipe: pipe.map(|(read, _)| read),
             terminate,
@@ -324,7 +324,7 @@ impl Wake {
 
 /// Waits for Pi to exit (its wait status) or for the lifeline to end (`None`), reaping any
 /// re-parented orphan on the way and passing termination signals on to Pi's group.
-fn watch(pi: Pid, wake: &Wake) -> Option<WaitStatus> {
+fn watch(pi: Pid, wake: &Alarm) -> Option<WaitStatus> {
     loop {
         while let Ok(Some((reaped, status))) = rustix::process::wait(WaitOptions::NOHANG) {
             if reaped == pi {

@@ -254,7 +254,7 @@ fn explain_findings(
     let config = crate::settings::pi_config(dir);
     let saved_default = crate::settings::pi_saved_default(dir);
     let candidates: Vec<String> = e.candidates.iter().map(|c| c.model.clone()).collect();
-    let choice = crate::catalog::origin::Choice {
+    let choice = crate::catalog::origin::StartChoice {
         start: &e.start_model,
         candidates: &candidates,
         model_flag: inv.model.is_some(),

@@ -40,10 +40,10 @@ use crate::output;
 use crate::shared::SharedHandle;
 use crate::signals::Interrupt;
 
-use input::{Filter, Item, Progress};
+use input::{Item, LineFilter, Progress};
 pub use jobs::batch_exit;
-use sink::{Failure, Sink, Target};
-use worker::{Done, Plan, Settled, Worker};
+use sink::{Failure, Sink, SinkTarget};
+use worker::{BatchPlan, Done, Settled, Worker};
 
 use crate::driver::STATUS_TICK;
 /// At most this many models are warned about by name in one batch.
@@ -132,7 +132,7 @@ pub async fn run(
     let workers = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, std::num::NonZero::get));
-    let plan = Plan {
+    let plan = BatchPlan {
         capacity: crate::job::capacity_options(settings, inv, workers),
         pi_command: settings.pi_command.clone(),
         base_args: inv.base_args.clone(),
@@ -147,14 +147,14 @@ pub async fn run(
         permanent_ok: args.permanent_ok,
     };
     let (recorded, target) = match ledger {
-        Some(l) => (l.recorded, Target::File(l.guard)),
-        None => (None, Target::Stdout),
+        Some(l) => (l.recorded, SinkTarget::File(l.guard)),
+        None => (None, SinkTarget::Stdout),
     };
     let rerun = ledger::Rerun {
         failed: args.retry_failed,
         changed: args.rerun_changed,
     };
-    let filter = Filter::new(args.shard, recorded, output_name, rerun);
+    let filter = LineFilter::new(args.shard, recorded, output_name, rerun);
     let batch = Batch::start(plan, source, filter, target, &args.file, console)?;
     Ok(batch.run(shared, signals, console, groups).await)
 }
@@ -211,7 +211,7 @@ enum Event {
 
 /// A batch wired up and ready to run.
 struct Batch {
-    plan: Plan,
+    plan: BatchPlan,
     items: mpsc::Receiver<Item>,
     progress: Arc<Progress>,
     sink: Sink,
@@ -221,14 +221,14 @@ struct Batch {
 
 impl Batch {
     fn start(
-        plan: Plan,
+        plan: BatchPlan,
         source: Box<dyn Read + Send>,
-        filter: Filter,
-        target: Target,
+        filter: LineFilter,
+        target: SinkTarget,
         name: &str,
         console: &Console,
     ) -> anyhow::Result<Batch> {
-        let ordered = matches!(target, Target::Stdout);
+        let ordered = matches!(target, SinkTarget::Stdout);
         let (tx, items) = mpsc::channel(plan.workers.max(1));
         let progress = Arc::new(Progress::default());
         input::spawn(
@@ -299,7 +299,7 @@ impl Batch {
         drop(events_tx);
         let mut status = console.status_line();
         let collector = async {
-            let mut tally = summary::Tally::default();
+            let mut tally = summary::BatchTally::default();
             let mut exit = Exit::Success;
             let mut warned = std::collections::BTreeSet::new();
             let mut order = order::Reorder::default();
@@ -489,7 +489,7 @@ fn stop_for(f: Failure) -> Halt {
 
 /// What the workers and the collector share (one thread: `Rc`, no locks held across I/O).
 struct Shared {
-    plan: Plan,
+    plan: BatchPlan,
     items: Mutex<mpsc::Receiver<Item>>,
     stop: watch::Sender<Option<Halt>>,
     /// How the jobs in flight learn they must stop (a signal, or a setup problem elsewhere).
@@ -671,7 +671,7 @@ mod tests {
             })
             .expect("room");
         }
-        let plan = Plan {
+        let plan = BatchPlan {
             capacity: crate::failover::CapacityOptions::default(),
             pi_command: "pi".into(),
             base_args: Vec::new(),

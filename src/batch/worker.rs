@@ -29,7 +29,7 @@ use crate::served::Origins;
 use crate::shared::SharedHandle;
 
 /// What every job shares.
-pub struct Plan {
+pub struct BatchPlan {
     /// How jobs take capacity slots (the slot id gets the worker's number).
     pub capacity: crate::failover::CapacityOptions,
     pub pi_command: OsString,
@@ -53,7 +53,7 @@ pub struct Plan {
     pub permanent_ok: bool,
 }
 
-impl Plan {
+impl BatchPlan {
     /// Worker `n`'s capacity options: its own slot ids.
     pub fn capacity_for(&self, n: usize) -> crate::failover::CapacityOptions {
         crate::failover::CapacityOptions {
@@ -181,7 +181,7 @@ pub struct Worker {
 
 /// What a worker shares with the batch while it runs a job.
 pub struct Ctx<'a> {
-    pub plan: &'a Plan,
+    pub plan: &'a BatchPlan,
     /// Health, capacity slots and the spend ledger, shared by every worker.
     pub shared: &'a SharedHandle,
     pub console: &'a Console,
@@ -250,7 +250,7 @@ impl Worker {
         spec: &JobSpec,
         input_hash: u64,
         ended: &Ended,
-        plan: &Plan,
+        plan: &BatchPlan,
     ) -> Done {
         let exit = output::exit_of(&ended.end);
         let warnings = plan

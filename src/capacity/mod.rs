@@ -207,7 +207,7 @@ pub enum CapacityDelta {
 
 /// What applying a delta decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Decided {
     Admission(Admission),
     Renewal(Renewal),
     /// Whether the slot was held.
@@ -261,20 +261,20 @@ pub enum Verdict {
 
 impl Capacity {
     /// Applies one delta at its time.
-    pub fn apply(&mut self, delta: &CapacityDelta) -> Outcome {
+    pub fn apply(&mut self, delta: &CapacityDelta) -> Decided {
         match delta {
             CapacityDelta::Acquire {
                 at,
                 slot,
                 ttl_ms,
                 limits,
-            } => Outcome::Admission(self.acquire(*at, slot, *ttl_ms, *limits)),
+            } => Decided::Admission(self.acquire(*at, slot, *ttl_ms, *limits)),
             CapacityDelta::Renew { at, slot, ttl_ms } => {
-                Outcome::Renewal(self.renew(*at, slot, *ttl_ms))
+                Decided::Renewal(self.renew(*at, slot, *ttl_ms))
             }
-            CapacityDelta::Release { at, slot } => Outcome::Released(self.release(*at, slot)),
+            CapacityDelta::Release { at, slot } => Decided::Released(self.release(*at, slot)),
             CapacityDelta::Answered { at, slot, limits } => {
-                Outcome::Answered(self.answered(*at, slot, *limits))
+                Decided::Answered(self.answered(*at, slot, *limits))
             }
             CapacityDelta::Refused {
                 at,
@@ -284,7 +284,7 @@ impl Capacity {
             } => {
                 let verdict = self.refused(*at, slot, *limits);
                 self.pause(*at, *pause_ms);
-                Outcome::Refused(verdict)
+                Decided::Refused(verdict)
             }
         }
     }

@@ -247,7 +247,7 @@ impl fmt::Display for KeySource {
 
 /// How the run's start model was chosen, and what it would fail over to.
 #[derive(Debug, Clone, Copy)]
-pub struct Choice<'a> {
+pub struct StartChoice<'a> {
     /// `provider/id`.
     pub start: &'a str,
     /// Every model the run could be served by (the start model may be among them).
@@ -360,7 +360,7 @@ impl fmt::Display for Finding {
 /// What the user should know about `choice` (see [`Finding`]), in order: the start model,
 /// the candidates, the primary.
 pub fn findings(
-    choice: &Choice<'_>,
+    choice: &StartChoice<'_>,
     config: &PiConfig,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<Finding> {

@@ -1,6 +1,6 @@
 //! The result record: the one object `--json` prints for a single run, whatever its exit code
 //! (a usage error included), and the one line a batch writes per job. One type, one writer
-//! ([`Record::line`]), so no exit code can print a different key set. A batch's record is the
+//! ([`ResultRecord::line`]), so no exit code can print a different key set. A batch's record is the
 //! same object with the job's own fields ([`JobFields`]) added, the same for every job.
 
 use serde::Serialize;
@@ -15,7 +15,7 @@ use crate::rpc::Usage;
 
 /// One run's (or one batch job's) result. Field order is the order printed.
 #[derive(Debug, Clone, Serialize)]
-pub struct Record {
+pub struct ResultRecord {
     pub ok: bool,
     /// The answer, only when `ok`.
     pub answer: Option<String>,
@@ -126,7 +126,7 @@ pub struct AttachmentRecord {
     pub sha256: Option<String>,
 }
 
-impl Record {
+impl ResultRecord {
     /// The record of how a job ended: its exit code, the one line that explains a failure and
     /// the retry hint (`output` words them: see `output::record_of`), and the warnings about how
     /// it was served.
@@ -136,7 +136,7 @@ impl Record {
         message: Option<String>,
         retry: Option<&RetryHint>,
         warnings: Vec<Warning>,
-    ) -> Record {
+    ) -> ResultRecord {
         let attempts = ended
             .attempts
             .iter()
@@ -167,7 +167,7 @@ impl Record {
             ),
             _ => (None, None),
         };
-        Record {
+        ResultRecord {
             ok: exit == Exit::Success,
             answer,
             model,
@@ -192,9 +192,9 @@ impl Record {
 
     /// The record of a run that ended before any job could: a usage or configuration error
     /// (`exit`, with its one-line `message`).
-    pub fn failed(exit: Exit, message: &str) -> Record {
+    pub fn failed(exit: Exit, message: &str) -> ResultRecord {
         let none = UsageRecord::from(&Usage::default());
-        Record {
+        ResultRecord {
             ok: false,
             answer: None,
             model: None,
@@ -214,7 +214,7 @@ impl Record {
     }
 
     /// The same record as a batch job's result.
-    pub fn for_job(mut self, job: JobFields) -> Record {
+    pub fn for_job(mut self, job: JobFields) -> ResultRecord {
         self.job = Some(job);
         self
     }
@@ -242,7 +242,7 @@ mod tests {
     use crate::job::{Stop, Unprepared};
     use crate::output::record_of;
 
-    fn keys(record: &Record) -> Vec<String> {
+    fn keys(record: &ResultRecord) -> Vec<String> {
         let v: Value = serde_json::from_str(&record.line()).expect("a record is JSON");
         v.as_object().expect("an object").keys().cloned().collect()
     }
@@ -287,7 +287,7 @@ mod tests {
         for ended in &endings {
             assert_eq!(keys(&record_of(ended, Vec::new())), expected, "{ended:?}");
         }
-        assert_eq!(keys(&Record::failed(Exit::Error, "bad")), expected);
+        assert_eq!(keys(&ResultRecord::failed(Exit::Error, "bad")), expected);
     }
 
     /// The batch record: the same keys plus the job's, whether or not it had files.
@@ -324,7 +324,7 @@ mod tests {
     /// A usage error says what was wrong, redacted, with exit code 2.
     #[test]
     fn a_failed_record_carries_the_message() {
-        let r = Record::failed(
+        let r = ResultRecord::failed(
             Exit::Error,
             "unsupported option: --modle (did you mean --model?)",
         );
@@ -336,7 +336,7 @@ mod tests {
             "unsupported option: --modle (did you mean --model?)"
         );
         assert_eq!(v["warnings"], serde_json::json!([]));
-        let secret = Record::failed(
+        let secret = ResultRecord::failed(
             Exit::Error,
             "bad --health-url rediss://:sk-abcdefghijklmnopqrstuv@h",
         );

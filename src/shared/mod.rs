@@ -39,7 +39,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -54,86 +54,8 @@ use crate::runlog::RunLog;
 
 mod worker;
 
-use worker::StoreWorker;
-
-/// How long a failed store is left alone before the next attempt (wall-clock ms).
-pub const RETRY_AFTER_MS: u64 = 30_000;
-/// The longest one store operation may take before the store counts as down. Above the
-/// state file's in-run lock wait (1 s), so contention alone never reads as an outage.
-pub const OP_BUDGET: Duration = Duration::from_millis(1500);
-/// A load asked for within this time of the last successful store operation is answered from
-/// the mirror.
-pub const FRESH_FOR: Duration = Duration::from_millis(1000);
-
-/// Where a job's answers go: its channel of machine inputs.
-type Answers = mpsc::UnboundedSender<Input>;
-
-/// What a job asks the health (or capacity) thread.
-enum Asked {
-    Load {
-        now_ms: u64,
-        reply: Answers,
-    },
-    Reload {
-        now_ms: u64,
-        reply: Answers,
-    },
-    Commit {
-        seq: u64,
-        deltas: Vec<Delta>,
-        now_ms: u64,
-        reply: Option<Answers>,
-    },
-    Claim {
-        target: ProbeTarget,
-        now_ms: u64,
-        reply: Answers,
-    },
-    Flush {
-        reply: oneshot::Sender<()>,
-    },
-    Listed {
-        models: Vec<String>,
-    },
-    Capacity {
-        id: u64,
-        op: CapacityOp,
-        now_ms: u64,
-        reply: Option<Answers>,
-    },
-    LoadCapacity {
-        now_ms: u64,
-        reply: oneshot::Sender<BTreeMap<String, Capacity>>,
-    },
-}
-
-/// What this process knows of health, readable without the health thread.
-#[derive(Debug, Default)]
-struct Mirror {
-    health: Health,
-    /// When the store last answered (None: never).
-    fresh_at: Option<Instant>,
-}
-
-/// The jobs that joined and have not ended: where a slot given back or a new spend is told.
-#[derive(Default)]
-struct Jobs {
-    answers: Mutex<Vec<Answers>>,
-}
-
-impl Jobs {
-    fn add(&self, tx: Answers) {
-        let mut all = self.answers.lock().unwrap_or_else(PoisonError::into_inner);
-        all.retain(|a| !a.is_closed());
-        all.push(tx);
-    }
-
-    /// Tells every job that is still running.
-    fn tell(&self, input: impl Fn() -> Input) {
-        let mut all = self.answers.lock().unwrap_or_else(PoisonError::into_inner);
-        all.retain(|a| a.send(input()).is_ok());
-    }
-}
+use worker::{Answers, Asked, Jobs, Mirror, StoreWorker};
+pub use worker::{FRESH_FOR, OP_BUDGET, RETRY_AFTER_MS};
 
 /// A cheap, cloneable way to reach what the process shares. The threads end when every handle
 /// is dropped (after serving what was already asked).

@@ -9,14 +9,95 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{Asked, FRESH_FOR, Jobs, Mirror, OP_BUDGET, RETRY_AFTER_MS};
+use tokio::sync::{mpsc, oneshot};
+
 use crate::capacity::Capacity;
 use crate::capacity::ops::{CapacityOp, CapacityReply};
 use crate::clock;
 use crate::failover::Input;
-use crate::health::store::{Claim, HealthStore, Loaded, Memory, StoreError, Warning};
+use crate::health::ProbeTarget;
+use crate::health::store::{Claim, HealthStore, Loaded, Memory, StoreError, StoreWarning};
 use crate::health::{Delta, Health};
 use crate::runlog::{LogError, RunLog};
+
+/// How long a failed store is left alone before the next attempt (wall-clock ms).
+pub const RETRY_AFTER_MS: u64 = 30_000;
+/// The longest one store operation may take before the store counts as down. Above the
+/// state file's in-run lock wait (1 s), so contention alone never reads as an outage.
+pub const OP_BUDGET: Duration = Duration::from_millis(1500);
+/// A load asked for within this time of the last successful store operation is answered from
+/// the mirror.
+pub const FRESH_FOR: Duration = Duration::from_millis(1000);
+
+/// Where a job's answers go: its channel of machine inputs.
+pub(super) type Answers = mpsc::UnboundedSender<Input>;
+
+/// What a job asks the health (or capacity) thread.
+pub(super) enum Asked {
+    Load {
+        now_ms: u64,
+        reply: Answers,
+    },
+    Reload {
+        now_ms: u64,
+        reply: Answers,
+    },
+    Commit {
+        seq: u64,
+        deltas: Vec<Delta>,
+        now_ms: u64,
+        reply: Option<Answers>,
+    },
+    Claim {
+        target: ProbeTarget,
+        now_ms: u64,
+        reply: Answers,
+    },
+    Flush {
+        reply: oneshot::Sender<()>,
+    },
+    Listed {
+        models: Vec<String>,
+    },
+    Capacity {
+        id: u64,
+        op: CapacityOp,
+        now_ms: u64,
+        reply: Option<Answers>,
+    },
+    LoadCapacity {
+        now_ms: u64,
+        reply: oneshot::Sender<BTreeMap<String, Capacity>>,
+    },
+}
+
+/// What this process knows of health, readable without the health thread.
+#[derive(Debug, Default)]
+pub(super) struct Mirror {
+    pub(super) health: Health,
+    /// When the store last answered (None: never).
+    pub(super) fresh_at: Option<Instant>,
+}
+
+/// The jobs that joined and have not ended: where a slot given back or a new spend is told.
+#[derive(Default)]
+pub(super) struct Jobs {
+    answers: Mutex<Vec<Answers>>,
+}
+
+impl Jobs {
+    pub(super) fn add(&self, tx: Answers) {
+        let mut all = self.answers.lock().unwrap_or_else(PoisonError::into_inner);
+        all.retain(|a| !a.is_closed());
+        all.push(tx);
+    }
+
+    /// Tells every job that is still running.
+    pub(super) fn tell(&self, input: impl Fn() -> Input) {
+        let mut all = self.answers.lock().unwrap_or_else(PoisonError::into_inner);
+        all.retain(|a| a.send(input()).is_ok());
+    }
+}
 
 mod capacity;
 
@@ -423,11 +504,11 @@ impl StoreWorker {
         }
     }
 
-    fn warnings(&mut self, warnings: &[Warning]) {
+    fn warnings(&mut self, warnings: &[StoreWarning]) {
         for w in warnings {
             self.say(&format!("warning: {w}"));
             // Already explained: nothing will be saved, and once is enough.
-            if matches!(w, Warning::NewerSchema { .. }) {
+            if matches!(w, StoreWarning::NewerSchema { .. }) {
                 self.warned.store(true, Ordering::Relaxed);
                 self.broken = Some(Broken {
                     since_ms: 0,

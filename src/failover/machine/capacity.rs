@@ -12,7 +12,7 @@ use super::slot::Ending;
 use super::timers::Timer;
 use super::{Action, Attempt, Machine, Note, Phase, Redispatch, SwitchReason};
 use crate::capacity::ops::{CapacityOp, CapacityReply};
-use crate::capacity::{MAX_PAUSE_MS, Outcome as Decided, Verdict};
+use crate::capacity::{Decided, MAX_PAUSE_MS, Verdict};
 use crate::catalog::ModelInfo;
 use crate::clock::Now;
 use crate::failover::candidates;

@@ -290,7 +290,7 @@ impl Machine {
             .collect();
         let down_servers =
             candidates::down_servers(self.pi.pool(), self.shared.health(), now.wall_ms);
-        let request = explain::Request {
+        let request = explain::RequestFacts {
             health: self.shared.health(),
             now_ms: now.wall_ms,
             pool: self.pi.pool(),

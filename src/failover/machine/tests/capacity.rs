@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::capacity::ops::{CapacityOp, CapacityReply};
-use crate::capacity::{CapacityDelta, Change, Outcome as Decided, Verdict};
+use crate::capacity::{CapacityDelta, Change, Decided, Verdict};
 use crate::failover::machine::HEALTH_GRACE;
 use crate::failover::machine::capacity::{SLOT_POLL, SLOT_RENEW};
 
