@@ -296,6 +296,11 @@ impl Session {
         match ended {
             // Only after a stop, handled above; should one come without, it is a stop.
             Loop::Machine(Outcome::Aborted) => JobEnd::Stopped(Stop::Halt),
+            // The runner's own keys never leave in an answer (stdout, `--json`, results).
+            Loop::Machine(Outcome::Answer { text, model }) => JobEnd::Machine(Outcome::Answer {
+                text: crate::redact::mask_known_secrets(&text),
+                model,
+            }),
             Loop::Machine(outcome) => JobEnd::Machine(outcome),
             Loop::Unsettled => JobEnd::Stopped(stop.unwrap_or(Stop::Halt)),
             Loop::Malformed(reason) => JobEnd::PiLost(self.loss(Some(reason)).await),

@@ -171,6 +171,7 @@ impl Machine {
                         reasoning: false,
                         input: None,
                         context_window: None,
+                        max_tokens: None,
                     }),
             ),
             Command::Prompt { .. } => Tag::Prompt,
@@ -210,6 +211,7 @@ impl Machine {
             duration_ms,
             usage: self.attempt.close(),
             capacity_signal: false,
+            partial: None,
         });
         self.finish(now, Outcome::Answer { text, model });
     }

@@ -97,6 +97,7 @@ impl Machine {
             }
             Plan::Switch(model, reason) => self.go_to(now, model, mode, reason),
             Plan::SlowDown => self.refuse(now, mode),
+            Plan::Retake => self.retake(now, mode),
             Plan::Exhaust(_) if self.attempt.empty_answer() => {
                 self.finish(now, Outcome::EmptyAnswer)
             }
@@ -145,7 +146,15 @@ impl Machine {
         );
         self.retire_slot(now);
         let duration_ms = self.attempt.ms(now.instant);
+        let partial = (verdict.class == FailureClass::Truncated)
+            .then(|| {
+                self.attempt
+                    .last_assistant()
+                    .map(|m| m.text().trim().to_string())
+            })
+            .flatten();
         self.tally.push(Attempt {
+            partial,
             model: model.key(),
             failure: Some(verdict.clone()),
             error: Some(error.clone()),
@@ -181,6 +190,10 @@ impl Machine {
             FailureClass::UserAbort => return,
             FailureClass::ContextOverflow => {
                 self.request.overflowed(model.context_window_or_zero());
+                return;
+            }
+            FailureClass::Truncated => {
+                self.request.truncated(model);
                 return;
             }
             FailureClass::ContentPolicy => {
@@ -253,6 +266,7 @@ impl Machine {
             needs_images: self.request.needs_images(),
             capped_providers: self.budget.capped_providers(),
             larger_context_than: self.request.larger_context_than(),
+            larger_output_than: self.request.larger_output_than(),
             min_context: self.request.tokens(),
             health: self.shared.health(),
             now_ms: now.wall_ms,
