@@ -1,4 +1,38 @@
-//! The health thread under stores that stall or never answer.
+//! The health thread under stores that stall or never answer; the spend ledger's one entry and
+//! its answers on every job's channel.
+
+use std::sync::{Arc, Mutex};
+
+use crate::budget::Caps;
+use crate::health::store::HealthStore;
+use crate::shared::SharedHandle;
+
+/// The shared state over `store` with `caps`, the lines it warned, and a runtime for its jobs.
+fn started(
+    store: Box<dyn HealthStore>,
+    caps: Caps,
+) -> (
+    SharedHandle,
+    Arc<Mutex<Vec<String>>>,
+    tokio::runtime::Runtime,
+) {
+    let warnings = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = warnings.clone();
+    let shared = SharedHandle::start(
+        store,
+        None,
+        1.0,
+        caps,
+        None,
+        Box::new(move |line: &str| seen.lock().expect("warnings").push(line.to_string())),
+    )
+    .expect("health thread");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    (shared, warnings, runtime)
+}
 
 mod stalled {
     use std::time::Duration;
@@ -6,7 +40,6 @@ mod stalled {
     use crate::budget::Caps;
     use crate::health::store::FileStore;
     use crate::health::{Delta, FailureClass, Scope};
-    use crate::shared::SharedHandle;
 
     /// Issue 10: a store that stalls (here the state file's lock, held by another process for
     /// the whole test) stalls the health thread only. The single-threaded runtime that drives
@@ -17,21 +50,7 @@ mod stalled {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = FileStore::open(dir.path()).with_lock_wait(Duration::from_millis(1500));
         let _held = crate::lockfile::lock_path(&store.lock_path(), Duration::ZERO).expect("lock");
-        let warnings = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-        let seen = warnings.clone();
-        let health = SharedHandle::start(
-            Box::new(store),
-            None,
-            1.0,
-            Caps::default(),
-            None,
-            Box::new(move |line: &str| seen.lock().expect("warnings").push(line.to_string())),
-        )
-        .expect("health thread");
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .expect("runtime");
+        let (health, warnings, runtime) = super::started(Box::new(store), Caps::default());
         let (link, _answers) = health.join();
         let ticks = runtime.block_on(async {
             link.record(
@@ -78,7 +97,7 @@ mod budget {
     use crate::failover::Input;
     use crate::health::store::{Check, Claim, HealthStore, Loaded, StoreError};
     use crate::health::{Delta, FailureClass, Health, ProbeTarget, Scope};
-    use crate::shared::{OP_BUDGET, SharedHandle};
+    use crate::shared::OP_BUDGET;
 
     /// A store that never answers (a Redis that drip-feeds its replies, a hung mount): every
     /// operation blocks until the test ends. Counts the operations it was given.
@@ -147,23 +166,10 @@ mod budget {
     #[test]
     fn a_store_that_never_answers_costs_one_budget_and_then_nothing() {
         let calls = Arc::new(Mutex::new(0));
-        let warnings = Arc::new(Mutex::new(Vec::<String>::new()));
-        let seen = warnings.clone();
-        let health = SharedHandle::start(
-            Box::new(Stuck {
-                calls: calls.clone(),
-            }),
-            None,
-            1.0,
-            Caps::default(),
-            None,
-            Box::new(move |line: &str| seen.lock().expect("warnings").push(line.to_string())),
-        )
-        .expect("health thread");
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .expect("runtime");
+        let stuck = Box::new(Stuck {
+            calls: calls.clone(),
+        });
+        let (health, warnings, runtime) = super::started(stuck, Caps::default());
         runtime.block_on(async {
             let (link, mut replies) = health.join();
             let started = crate::clock::now().instant;
@@ -209,5 +215,56 @@ mod budget {
             warnings[0].contains("did not answer within 1500 ms"),
             "{warnings:?}"
         );
+    }
+}
+
+mod ledger {
+    use crate::budget::{Caps, Crossing, Spend};
+    use crate::failover::Input;
+    use crate::health::store::Memory;
+
+    fn spend_in(input: Option<Input>) -> Spend {
+        match input {
+            Some(Input::Spend(spend)) => spend,
+            other => panic!("not a spend: {other:?}"),
+        }
+    }
+
+    /// Issue 30: a cost is entered once, in the process's ledger; every job that joined gets
+    /// the new spend on its one channel (the job that spent it too), a job that joins later
+    /// gets the spend so far before anything else, and a cap is news once.
+    #[test]
+    fn a_cost_is_entered_once_and_every_job_hears_of_it() {
+        let caps = Caps::parse(&["1,zai=0.5".to_string()]).expect("caps");
+        let (shared, _warnings, _runtime) = super::started(Box::new(Memory::new(1.0)), caps);
+        let (first, mut first_inbox) = shared.join();
+        let (_second, mut second_inbox) = shared.join();
+        let crossed = first.spent("zai", 0.6);
+        assert!(
+            matches!(crossed.as_slice(), [Crossing::Provider(p, _)] if p == "zai"),
+            "{crossed:?}"
+        );
+        for inbox in [&mut first_inbox, &mut second_inbox] {
+            let spend = spend_in(inbox.try_recv().ok());
+            assert_eq!((spend.total(), spend.of("zai")), (0.6, 0.6));
+        }
+        // Nothing that is not a cost changes the spend, and says nothing.
+        assert!(first.spent("zai", f64::NAN).is_empty());
+        assert!(first_inbox.try_recv().is_err(), "no second entry");
+        // The cap was news once; the total is reached by the next cost, from another job.
+        let crossed = _second.spent("b", 0.5);
+        assert!(
+            matches!(crossed.as_slice(), [Crossing::Total(_)]),
+            "{crossed:?}"
+        );
+        assert_eq!(spend_in(first_inbox.try_recv().ok()).total(), 1.1);
+        assert!(shared.total_reached().is_some());
+        // A job that joins now starts from the spend so far.
+        let (_third, mut third_inbox) = shared.join();
+        assert_eq!(spend_in(third_inbox.try_recv().ok()).of("b"), 0.5);
+        // A job that left is not told any more (its channel is gone).
+        drop(second_inbox);
+        first.spent("b", 0.1);
+        assert_eq!(spend_in(first_inbox.try_recv().ok()).of("b"), 0.6);
     }
 }
