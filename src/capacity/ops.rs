@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Admission, Capacity, CapacityDelta, Limits, Outcome, Verdict};
+use super::{Admission, Capacity, CapacityDelta, Decided, Limits, Verdict};
 
 /// Most providers a store keeps records for; past this, idle records go first.
 pub const MAX_PROVIDERS: usize = 64;
@@ -93,7 +93,7 @@ pub enum CapacityReply {
     /// Every choice is full; the first of their leases runs out at `next_expiry` unless renewed.
     Full { next_expiry: Option<u64> },
     /// What [`Capacity::apply`] decided.
-    Applied(Outcome),
+    Applied(Decided),
     /// The store could not be asked (a caller without a store, or a bad provider name).
     Unavailable,
 }
@@ -201,11 +201,11 @@ impl CapacityReply {
             } => CapacityReply::Full {
                 next_expiry: Some(moved(t)),
             },
-            CapacityReply::Applied(Outcome::Refused(Verdict::BackOff {
+            CapacityReply::Applied(Decided::Refused(Verdict::BackOff {
                 change,
                 until,
                 step,
-            })) => CapacityReply::Applied(Outcome::Refused(Verdict::BackOff {
+            })) => CapacityReply::Applied(Decided::Refused(Verdict::BackOff {
                 change,
                 until: moved(until),
                 step,
@@ -374,7 +374,7 @@ mod tests {
     fn a_back_off_end_is_moved_to_the_callers_clock() {
         let change = crate::capacity::Change { from: 1, to: 1 };
         let backoff = |until| {
-            CapacityReply::Applied(Outcome::Refused(Verdict::BackOff {
+            CapacityReply::Applied(Decided::Refused(Verdict::BackOff {
                 change,
                 until,
                 step: 2,
@@ -394,7 +394,7 @@ mod tests {
             },
             "a time already past is now"
         );
-        let slow = CapacityReply::Applied(Outcome::Refused(Verdict::SlowDown(change)));
+        let slow = CapacityReply::Applied(Decided::Refused(Verdict::SlowDown(change)));
         assert_eq!(slow.on_caller_clock(9, 1), slow);
     }
 
@@ -470,7 +470,7 @@ mod tests {
         assert!(
             matches!(
                 r,
-                CapacityReply::Applied(Outcome::Refused(Verdict::BackOff { step: 1, .. }))
+                CapacityReply::Applied(Decided::Refused(Verdict::BackOff { step: 1, .. }))
             ),
             "{r:?}"
         );

@@ -319,7 +319,7 @@ fn a_stated_pause_and_a_back_off_take_the_longer() {
         assert_eq!(super::backoff::delay_ms(1, 1), 529);
         assert_eq!(
             out,
-            Outcome::Refused(Verdict::BackOff {
+            Decided::Refused(Verdict::BackOff {
                 change: Change { from: 1, to: 1 },
                 until: expect,
                 step: 1

@@ -13,4 +13,6 @@ pub mod tokens;
 pub mod waiting;
 
 pub use ending::{Exhaustion, Fatal, SetupProblem};
-pub use machine::{Action, Attempt, CapacityOptions, Config, Machine, Note, Options, Outcome};
+pub use machine::{
+    Action, Attempt, CapacityOptions, Config, Input, Machine, Note, Options, Outcome,
+};
