@@ -348,6 +348,7 @@ impl Batch {
                                 &done.capacity_signals,
                                 done.capacity_wait_ms,
                             );
+                            tally.record_waits(&done.label, done.primary_wait_ms, done.max_wait);
                             if shared.ordered {
                                 order.push(done.index, Some(done.line));
                                 shared.print_ready(&mut order, &sink).await;
@@ -436,6 +437,12 @@ impl Batch {
             })
             .collect();
         if let Some(line) = tally.capacity_line(&limits) {
+            console.progress_line(&line);
+        }
+        for line in [tally.primary_line(), tally.max_wait_line()]
+            .into_iter()
+            .flatten()
+        {
             console.progress_line(&line);
         }
         // Last: what will fail the same way every night until its input changes.

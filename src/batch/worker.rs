@@ -21,7 +21,7 @@ use crate::console::Console;
 use crate::driver::Session;
 use crate::exit::Exit;
 use crate::failover::Config;
-use crate::failover::Outcome;
+use crate::failover::{Exhaustion, Outcome};
 use crate::job::{self, Ended, JobEnd, JobRequest, Stop, Unprepared};
 use crate::output::{self, JobFields, Warning, record::AttachmentRecord};
 use crate::rpc::Usage;
@@ -105,6 +105,10 @@ pub struct Done {
     /// The provider of each attempt refused for capacity.
     pub capacity_signals: Vec<String>,
     pub capacity_wait_ms: u64,
+    /// How long it waited for its primary (`--prefer-primary`).
+    pub primary_wait_ms: u64,
+    /// It ended by `--max-wait` (this bound, in ms).
+    pub max_wait: Option<u64>,
 }
 
 /// How a job ended for the batch.
@@ -299,6 +303,14 @@ impl Worker {
                 .map(|a| a.model.provider().to_string())
                 .collect(),
             capacity_wait_ms: ended.capacity_wait_ms,
+            primary_wait_ms: ended.primary_wait_ms,
+            max_wait: match &ended.end {
+                JobEnd::Machine(Outcome::Exhausted {
+                    reason: Exhaustion::MaxWait { limit_ms },
+                    ..
+                }) => Some(*limit_ms),
+                _ => None,
+            },
         }
     }
 
@@ -470,6 +482,8 @@ fn invalid_line(index: usize, number: u64, invalid: &Invalid, line_hash: u64) ->
         failed_classes: Vec::new(),
         capacity_signals: Vec::new(),
         capacity_wait_ms: 0,
+        primary_wait_ms: 0,
+        max_wait: None,
     }
 }
 

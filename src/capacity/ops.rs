@@ -91,7 +91,9 @@ pub enum CapacityReply {
         in_flight: u32,
     },
     /// Every choice is full; the first of their leases runs out at `next_expiry` unless renewed.
-    Full { next_expiry: Option<u64> },
+    /// `held`: the first choice is paused and the caller asked to hold for it
+    /// (`CapacityOp::Admit::hold_first_ms`): `next_expiry` is the pause's end.
+    Full { next_expiry: Option<u64>, held: bool },
     /// What [`Capacity::apply`] decided.
     Applied(Decided),
     /// The store could not be asked (a caller without a store, or a bad provider name).
@@ -132,6 +134,7 @@ pub fn apply_op(
             }
             let mut next_expiry: Option<u64> = None;
             let mut reply = None;
+            let mut held_first = false;
             for (index, choice) in choices.iter().enumerate() {
                 let record = records.entry(choice.provider.clone()).or_default();
                 let before = record.clone();
@@ -160,7 +163,12 @@ pub fn apply_op(
                         if let Some(t) = t {
                             next_expiry = Some(next_expiry.map_or(t, |n| n.min(t)));
                         }
-                        if !known || held {
+                        if held {
+                            held_first = true;
+                            next_expiry = t;
+                            break;
+                        }
+                        if !known {
                             break;
                         }
                     }
@@ -171,7 +179,10 @@ pub fn apply_op(
                 }
             }
             (
-                reply.unwrap_or(CapacityReply::Full { next_expiry }),
+                reply.unwrap_or(CapacityReply::Full {
+                    next_expiry,
+                    held: held_first,
+                }),
                 changed,
             )
         }
@@ -198,8 +209,10 @@ impl CapacityReply {
         match self {
             CapacityReply::Full {
                 next_expiry: Some(t),
+                held,
             } => CapacityReply::Full {
                 next_expiry: Some(moved(t)),
+                held,
             },
             CapacityReply::Applied(Decided::Refused(Verdict::BackOff {
                 change,
@@ -303,7 +316,8 @@ mod tests {
         assert_eq!(
             r,
             CapacityReply::Full {
-                next_expiry: Some(1000 + DEFAULT_LEASE_TTL_MS)
+                next_expiry: Some(1000 + DEFAULT_LEASE_TTL_MS),
+                held: false
             }
         );
         // An answer on `a` frees its slot: the next admission goes back to the first choice.
@@ -347,7 +361,8 @@ mod tests {
         assert_eq!(
             r,
             CapacityReply::Full {
-                next_expiry: Some(6000)
+                next_expiry: Some(6000),
+                held: true
             }
         );
         let (r, _) = apply_op(&mut records.clone(), &held(4999), 1000);
@@ -386,11 +401,13 @@ mod tests {
         );
         assert_eq!(
             CapacityReply::Full {
-                next_expiry: Some(10)
+                next_expiry: Some(10),
+                held: true
             }
             .on_caller_clock(1000, 500),
             CapacityReply::Full {
-                next_expiry: Some(500)
+                next_expiry: Some(500),
+                held: true
             },
             "a time already past is now"
         );

@@ -377,13 +377,16 @@ pub(super) enum Phase {
     /// A failure was judged while Pi still runs (auto-retry backoff or our abort): act once
     /// Pi settles.
     Settling,
-    /// Every candidate is cooling down: wait until `until`, re-reading health meanwhile (on
-    /// `Timer::WaitCheck`).
+    /// Every candidate is cooling down (or, with `--prefer-primary`, the primary will be back
+    /// soon): wait until `until`, re-reading health meanwhile (on `Timer::WaitCheck`).
     Waiting {
         mode: Redispatch,
         until: Instant,
         /// Waiting for a stated reset: not before this (the run's place in the spread).
         not_before: Option<Instant>,
+        /// Waiting for the primary (`--prefer-primary`): it is the model taken when it is
+        /// usable again, rather than the best candidate.
+        primary: bool,
     },
     Done,
 }
@@ -398,5 +401,9 @@ pub(super) enum Plan {
     /// The run's slot lapsed while it could not renew it (stopped, SIGSTOP, or starved past
     /// the lease's TTL): take a slot again, then send the request again.
     Retake,
+    /// `--prefer-primary`: the primary failed (with this class) and stated a reset within the
+    /// window: wait for it instead of failing over (unless that is no longer so once Pi
+    /// settles).
+    AwaitPrimary(FailureClass),
     Exhaust(super::Exhaustion),
 }

@@ -101,6 +101,23 @@ impl Rules {
         }
     }
 
+    /// How long an admission may hold for the primary's capacity pause from `now`: what is
+    /// left of the option's window, of `--max-wait` and of the deadline (zero without the
+    /// option).
+    pub fn primary_hold(&self, waited: &Waited, now: Instant) -> Duration {
+        let Some(window) = self.prefer_primary else {
+            return Duration::ZERO;
+        };
+        let mut hold = window.saturating_sub(waited.primary(now));
+        if let Some(max) = self.max_wait {
+            hold = hold.min(max.saturating_sub(waited.total(now)));
+        }
+        if let Some(d) = self.deadline {
+            hold = hold.min(d.saturating_duration_since(now));
+        }
+        hold
+    }
+
     /// Should the job wait for its primary, which becomes usable again at `reopens`, rather
     /// than fail over? Only within the option's window (what the job already waited for the
     /// primary counts), the deadline and the `--max-wait` left.

@@ -149,6 +149,39 @@ fn the_primary_is_waited_for_within_its_window_the_deadline_and_max_wait() {
 }
 
 #[test]
+fn an_admission_holds_for_the_primary_what_is_left_of_every_bound() {
+    let t0 = Instant::now();
+    let none = Waited::default();
+    assert_eq!(
+        rules(t0, Some(30), None, Some(600)).primary_hold(&none, t0),
+        Duration::ZERO,
+        "not without the option"
+    );
+    assert_eq!(
+        rules(t0, None, Some(600), None).primary_hold(&none, t0),
+        s(600)
+    );
+    assert_eq!(
+        rules(t0, Some(30), Some(600), Some(3600)).primary_hold(&none, t0),
+        s(30)
+    );
+    assert_eq!(
+        rules(t0, None, Some(600), Some(100)).primary_hold(&none, t0 + s(90)),
+        s(10)
+    );
+    let mut w = Waited::default();
+    w.begin(t0, Kind::Primary);
+    assert_eq!(
+        rules(t0, None, Some(600), None).primary_hold(&w, t0 + s(550)),
+        s(50)
+    );
+    assert_eq!(
+        rules(t0, None, Some(600), None).primary_hold(&w, t0 + s(700)),
+        Duration::ZERO
+    );
+}
+
+#[test]
 fn waits_are_counted_one_at_a_time() {
     let t0 = Instant::now();
     let mut w = Waited::default();

@@ -285,9 +285,11 @@ fn json_schema_is_pinned() {
             "ok",
             "partial",
             "permanent",
+            "primary_wait_ms",
             "retry",
             "switches",
             "usage",
+            "wait_ms",
             "warnings"
         ]
     );

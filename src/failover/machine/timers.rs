@@ -27,9 +27,11 @@ pub(super) enum Timer {
     SlotRenew,
     /// Stop waiting for the store to grant a slot then (see `ADMIT_GRACE`).
     SlotGrace,
+    /// `--max-wait`: the run has waited all it may by then (set while it waits).
+    WaitBound,
 }
 
-const COUNT: usize = 9;
+const COUNT: usize = 10;
 
 impl Timer {
     fn index(self) -> usize {

@@ -196,7 +196,7 @@ fn admission_takes_the_first_choice_with_room_and_overflows_past_known_limits_on
     // Every choice full: when the first lease runs out (x1's, unless renewed) is the latest a
     // waiter should look again.
     let asked_at = now_ms();
-    let CapacityReply::Full { next_expiry } = admit(&mut *two, "x4", both()) else {
+    let CapacityReply::Full { next_expiry, .. } = admit(&mut *two, "x4", both()) else {
         panic!("every choice is full");
     };
     let next = next_expiry.expect("leases are held");
@@ -596,7 +596,7 @@ fn leases_run_out_after_their_ttl_unless_renewed(b: &dyn Backend) {
         .capacity(&admit_op("held", TTL, vec![p.clone()]), taken)
         .expect("admit");
     assert_eq!(granted_on(reply), Some(0));
-    let CapacityReply::Full { next_expiry } = b
+    let CapacityReply::Full { next_expiry, .. } = b
         .store(1.0)
         .capacity(&admit_op("other", TTL, vec![p.clone()]), now_ms())
         .expect("admit")
@@ -778,7 +778,7 @@ fn a_corrupt_or_foreign_record_counts_as_empty_and_is_overwritten(b: &dyn Shared
     b.put_capacity_raw("p", raw.as_bytes());
     let mut s = b.store(1.0);
     let asked = now_ms();
-    let CapacityReply::Full { next_expiry } = admit(&mut *s, "s", vec![capped("p", 1)]) else {
+    let CapacityReply::Full { next_expiry, .. } = admit(&mut *s, "s", vec![capped("p", 1)]) else {
         panic!("the ghost's slot counts while it lasts");
     };
     let next = next_expiry.expect("the ghost's lease");
