@@ -285,10 +285,11 @@ pub fn explanation_text(e: &Explanation, thinking_source: &str, attachments: &In
     ));
     out.push_str(&format!(
         "waiting in all (breakers, resets, slots, back-off): {}\n",
-        w.max_wait_ms.map_or("up to the deadline".to_string(), |ms| format!(
-            "at most {} (--max-wait), then fail (exit 1)",
-            human_ms(ms)
-        ))
+        w.max_wait_ms
+            .map_or("up to the deadline".to_string(), |ms| format!(
+                "at most {} (--max-wait), then fail (exit 1)",
+                human_ms(ms)
+            ))
     ));
     if let (Some(window), Some(primary)) = (w.prefer_primary_ms, &w.primary) {
         out.push_str(&format!(

@@ -406,7 +406,10 @@ mod tests {
             t.record_waits(&format!("x-{i}"), 0, Some(30_000));
         }
         let line = t.max_wait_line().expect("a line");
-        assert!(line.starts_with("batch: 21 job(s) ended by --max-wait 30s"), "{line}");
+        assert!(
+            line.starts_with("batch: 21 job(s) ended by --max-wait 30s"),
+            "{line}"
+        );
         assert!(line.ends_with(", x-8, and 11 more"), "{line}");
     }
 

@@ -93,7 +93,10 @@ pub enum CapacityReply {
     /// Every choice is full; the first of their leases runs out at `next_expiry` unless renewed.
     /// `held`: the first choice is paused and the caller asked to hold for it
     /// (`CapacityOp::Admit::hold_first_ms`): `next_expiry` is the pause's end.
-    Full { next_expiry: Option<u64>, held: bool },
+    Full {
+        next_expiry: Option<u64>,
+        held: bool,
+    },
     /// What [`Capacity::apply`] decided.
     Applied(Decided),
     /// The store could not be asked (a caller without a store, or a bad provider name).

@@ -55,9 +55,9 @@ impl H {
             Input::Capacity {
                 id,
                 reply: CapacityReply::Full {
-                next_expiry: None,
-                held: false,
-            },
+                    next_expiry: None,
+                    held: false,
+                },
             },
         );
     }
