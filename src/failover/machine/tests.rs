@@ -411,5 +411,7 @@ mod scope;
 mod session;
 #[path = "tests/stated.rs"]
 mod stated;
+#[path = "tests/wait_bounds.rs"]
+mod wait_bounds;
 #[path = "tests/waiting.rs"]
 mod waiting;
