@@ -44,7 +44,7 @@ pub enum Bound {
 
 /// What a job waits for (only what it is told apart by: the summary counts primary waits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum WaitKind {
     /// A breaker's reopening or a stated reset, with `--wait` (any candidate).
     Reopening,
     /// A capacity slot, or a busy key's back-off.
@@ -140,7 +140,7 @@ impl Rules {
 /// another ends the one under way.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Waited {
-    current: Option<(Instant, Kind)>,
+    current: Option<(Instant, WaitKind)>,
     total: Duration,
     primary: Duration,
 }
@@ -148,7 +148,7 @@ pub struct Waited {
 impl Waited {
     /// A wait of `kind` starts at `now` (one under way of another kind ends here; one of the
     /// same kind goes on).
-    pub fn begin(&mut self, now: Instant, kind: Kind) {
+    pub fn begin(&mut self, now: Instant, kind: WaitKind) {
         match self.current {
             Some((_, k)) if k == kind => {}
             Some(_) => {
@@ -164,7 +164,7 @@ impl Waited {
         if let Some((since, kind)) = self.current.take() {
             let d = now.saturating_duration_since(since);
             self.total = self.total.saturating_add(d);
-            if kind == Kind::Primary {
+            if kind == WaitKind::Primary {
                 self.primary = self.primary.saturating_add(d);
             }
         }
@@ -178,15 +178,15 @@ impl Waited {
     /// Waited for the primary up to `now`.
     pub fn primary(&self, now: Instant) -> Duration {
         self.primary
-            .saturating_add(self.running(now, Some(Kind::Primary)))
+            .saturating_add(self.running(now, Some(WaitKind::Primary)))
     }
 
     /// Waiting now, and for what.
-    pub fn current(&self) -> Option<Kind> {
+    pub fn current(&self) -> Option<WaitKind> {
         self.current.map(|(_, k)| k)
     }
 
-    fn running(&self, now: Instant, only: Option<Kind>) -> Duration {
+    fn running(&self, now: Instant, only: Option<WaitKind>) -> Duration {
         match self.current {
             Some((since, kind)) if only.is_none_or(|k| k == kind) => {
                 now.saturating_duration_since(since)

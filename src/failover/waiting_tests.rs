@@ -44,7 +44,7 @@ fn a_known_wait_starts_only_if_it_ends_before_the_deadline_and_within_max_wait()
     );
     // What was waited before counts: 20 s waited, 10 s left.
     let mut w = Waited::default();
-    w.begin(t0, Kind::Reopening);
+    w.begin(t0, WaitKind::Reopening);
     w.end(t0 + s(20));
     assert_eq!(r.may_wait(&w, t0 + s(50), t0 + s(60)), Ok(()));
     assert_eq!(r.may_wait(&w, t0 + s(50), t0 + s(61)), Err(Bound::MaxWait));
@@ -85,7 +85,7 @@ fn an_open_wait_ends_at_the_earlier_of_max_wait_and_the_deadline() {
     );
     // The wait under way counts: 25 s into a slot wait, 5 s are left.
     let mut w = Waited::default();
-    w.begin(t0, Kind::Capacity);
+    w.begin(t0, WaitKind::Capacity);
     assert_eq!(
         rules(t0, Some(30), None, None).open_wait_limit(&w, t0 + s(25)),
         Some((t0 + s(30), Bound::MaxWait))
@@ -122,8 +122,8 @@ fn the_primary_is_waited_for_within_its_window_the_deadline_and_max_wait() {
     );
     // What was already waited for the primary counts against the window; other waits do not.
     let mut w = Waited::default();
-    w.begin(t0, Kind::Primary);
-    w.begin(t0 + s(500), Kind::Capacity);
+    w.begin(t0, WaitKind::Primary);
+    w.begin(t0 + s(500), WaitKind::Capacity);
     w.end(t0 + s(700));
     assert_eq!(w.primary(t0 + s(700)), s(500));
     assert_eq!(w.total(t0 + s(700)), s(700));
@@ -170,7 +170,7 @@ fn an_admission_holds_for_the_primary_what_is_left_of_every_bound() {
         s(10)
     );
     let mut w = Waited::default();
-    w.begin(t0, Kind::Primary);
+    w.begin(t0, WaitKind::Primary);
     assert_eq!(
         rules(t0, None, Some(600), None).primary_hold(&w, t0 + s(550)),
         s(50)
@@ -186,13 +186,13 @@ fn waits_are_counted_one_at_a_time() {
     let t0 = Instant::now();
     let mut w = Waited::default();
     assert_eq!((w.total(t0), w.current()), (Duration::ZERO, None));
-    w.begin(t0, Kind::Capacity);
+    w.begin(t0, WaitKind::Capacity);
     // The same kind again goes on from where it started.
-    w.begin(t0 + s(3), Kind::Capacity);
+    w.begin(t0 + s(3), WaitKind::Capacity);
     assert_eq!(w.total(t0 + s(4)), s(4));
     // Another kind ends it and starts anew.
-    w.begin(t0 + s(4), Kind::Primary);
-    assert_eq!(w.current(), Some(Kind::Primary));
+    w.begin(t0 + s(4), WaitKind::Primary);
+    assert_eq!(w.current(), Some(WaitKind::Primary));
     assert_eq!(w.total(t0 + s(10)), s(10));
     assert_eq!(w.primary(t0 + s(10)), s(6));
     w.end(t0 + s(10));
@@ -200,7 +200,7 @@ fn waits_are_counted_one_at_a_time() {
     assert_eq!((w.total(t0 + s(99)), w.primary(t0 + s(99))), (s(10), s(6)));
     assert_eq!(w.current(), None);
     // A clock that seems to go back (it cannot: Instant) counts as nothing, never negative.
-    w.begin(t0 + s(20), Kind::Reopening);
+    w.begin(t0 + s(20), WaitKind::Reopening);
     assert_eq!(w.total(t0 + s(15)), s(10));
 }
 
@@ -224,7 +224,7 @@ proptest! {
             deadline: deadline.map(|d| t0 + ms(d)),
         };
         let mut w = Waited::default();
-        w.begin(t0, Kind::Primary);
+        w.begin(t0, WaitKind::Primary);
         w.end(t0 + ms(waited_before));
         let (now, until) = (t0 + ms(now), t0 + ms(until));
         if r.may_wait(&w, now, until).is_ok() {

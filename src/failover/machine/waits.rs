@@ -24,7 +24,7 @@ use crate::catalog::ModelInfo;
 use crate::clock::Now;
 use crate::failover::ending::Exhaustion;
 use crate::failover::reopen::{Availability, RetryHint, human_ms};
-use crate::failover::waiting::{Bound, Kind, Primary, Rules, Why};
+use crate::failover::waiting::{Bound, Primary, Rules, WaitKind, Why};
 use crate::timefmt::local_and_utc;
 
 const WAIT_POLL_MS: u64 = WAIT_POLL.as_millis() as u64;
@@ -54,10 +54,10 @@ impl Machine {
     /// `--max-wait` bound is a timer.
     pub(super) fn track_wait(&mut self, now: Now) {
         let kind = match &self.phase {
-            Phase::Waiting { primary: true, .. } => Some(Kind::Primary),
-            Phase::Waiting { .. } => Some(Kind::Reopening),
-            Phase::AwaitingSlot { .. } if self.slot.held_first() => Some(Kind::Primary),
-            Phase::AwaitingSlot { .. } => Some(Kind::Capacity),
+            Phase::Waiting { primary: true, .. } => Some(WaitKind::Primary),
+            Phase::Waiting { .. } => Some(WaitKind::Reopening),
+            Phase::AwaitingSlot { .. } if self.slot.held_first() => Some(WaitKind::Primary),
+            Phase::AwaitingSlot { .. } => Some(WaitKind::Capacity),
             _ => None,
         };
         match kind {

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use crate::support::*;
 
 mod busy_key;
+mod max_wait;
+mod primary;
 
 /// Another agent dir for the same fake server and providers (another machine of a CI matrix:
 /// its own health store), under the env's temp dir.
