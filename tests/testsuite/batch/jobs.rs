@@ -268,18 +268,23 @@ fn system_and_tools_per_job(v: &str) {
 
 both_versions!(system_and_tools_per_job);
 
-/// Providers all cooling: prim out of balance, back too, for 9 s (scaled quota breakers; a
-/// 429 with one request in flight would be a busy key's back-off, not a breaker: issue 32).
+/// Providers all cooling: prim out of balance for long, back's endpoint down for ~0.6 s (a
+/// 503 and its one immediate retry; a 429 with one request in flight would be a busy key's
+/// back-off now, not a breaker: issue 32).
 /// With the batch default every job waits and is answered; with `--no-wait` each fails at once.
 #[test]
 fn jobs_wait_for_a_reopening_breaker_and_no_wait_fails_at_once() {
     let mut env = TestEnv::new(PI_MIN, &providers());
-    // Quota 30 min × 0.005 = 9 s. Pi's own retry is off, so the failures are the runner's.
+    // Endpoint 2 min × 0.005 = 0.6 s; quota 30 min × 0.005 = 9 s. Pi's own retry is off, so
+    // the failures are the runner's.
     env.env("CCSWITCH_COOLDOWN_SCALE", "0.005");
     env.write_settings(&json!({"retry": {"enabled": false}}));
     env.llm.script("a", "m", vec![Behaviour::Status402]);
-    env.llm
-        .script("b", "m", vec![Behaviour::Status402, Behaviour::Ok]);
+    env.llm.script(
+        "b",
+        "m",
+        vec![Behaviour::Status503, Behaviour::Status503, Behaviour::Ok],
+    );
     let mut flags = vec!["--jobs", "1"];
     flags.extend(FROM_PRIM);
     let out = batch_stdin(&env, &flags, jobs(4).as_bytes());
@@ -309,7 +314,7 @@ fn jobs_wait_for_a_reopening_breaker_and_no_wait_fails_at_once() {
     env.env("CCSWITCH_COOLDOWN_SCALE", "0.005");
     env.write_settings(&json!({"retry": {"enabled": false}}));
     env.llm.script("a", "m", vec![Behaviour::Status402]);
-    env.llm.script("b", "m", vec![Behaviour::Status402]);
+    env.llm.script("b", "m", vec![Behaviour::Status503]);
     let mut flags = vec!["--jobs", "1", "--no-wait"];
     flags.extend(FROM_PRIM);
     let out = batch_stdin(&env, &flags, jobs(3).as_bytes());
@@ -323,8 +328,8 @@ fn jobs_wait_for_a_reopening_breaker_and_no_wait_fails_at_once() {
     }
     assert_eq!(
         env.llm.requests().len(),
-        2,
-        "prim once, back once, the later jobs nothing"
+        3,
+        "prim once, back twice (a 5xx's one immediate retry), the later jobs nothing"
     );
     out.assert_stderr_count("; retry: ", 3);
     out.check(out.elapsed.as_secs() < 20, "no waiting");
