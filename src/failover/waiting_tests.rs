@@ -20,7 +20,7 @@ fn rules(t0: Instant, max_wait: Option<u64>, prefer: Option<u64>, deadline: Opti
 
 #[test]
 fn a_known_wait_starts_only_if_it_ends_before_the_deadline_and_within_max_wait() {
-    let t0 = Instant::now();
+    let t0 = crate::clock::now().instant;
     let none = Waited::default();
     let r = rules(t0, None, None, Some(600));
     assert_eq!(r.may_wait(&none, t0, t0 + s(599)), Ok(()));
@@ -59,7 +59,7 @@ fn a_known_wait_starts_only_if_it_ends_before_the_deadline_and_within_max_wait()
 
 #[test]
 fn an_open_wait_ends_at_the_earlier_of_max_wait_and_the_deadline() {
-    let t0 = Instant::now();
+    let t0 = crate::clock::now().instant;
     let none = Waited::default();
     assert_eq!(Rules::default().open_wait_limit(&none, t0), None);
     assert_eq!(
@@ -105,7 +105,7 @@ fn an_open_wait_ends_at_the_earlier_of_max_wait_and_the_deadline() {
 
 #[test]
 fn the_primary_is_waited_for_within_its_window_the_deadline_and_max_wait() {
-    let t0 = Instant::now();
+    let t0 = crate::clock::now().instant;
     let none = Waited::default();
     // Without the option: fail over, whatever the reset.
     assert_eq!(
@@ -150,7 +150,7 @@ fn the_primary_is_waited_for_within_its_window_the_deadline_and_max_wait() {
 
 #[test]
 fn an_admission_holds_for_the_primary_what_is_left_of_every_bound() {
-    let t0 = Instant::now();
+    let t0 = crate::clock::now().instant;
     let none = Waited::default();
     assert_eq!(
         rules(t0, Some(30), None, Some(600)).primary_hold(&none, t0),
@@ -183,7 +183,7 @@ fn an_admission_holds_for_the_primary_what_is_left_of_every_bound() {
 
 #[test]
 fn waits_are_counted_one_at_a_time() {
-    let t0 = Instant::now();
+    let t0 = crate::clock::now().instant;
     let mut w = Waited::default();
     assert_eq!((w.total(t0), w.current()), (Duration::ZERO, None));
     w.begin(t0, WaitKind::Capacity);
@@ -216,7 +216,7 @@ proptest! {
         now in 0u64..2_000_000,
         until in 0u64..4_000_000,
     ) {
-        let t0 = Instant::now();
+        let t0 = crate::clock::now().instant;
         let ms = Duration::from_millis;
         let r = Rules {
             max_wait: max_wait.map(ms),

@@ -97,7 +97,7 @@ fn a_back_off_past_the_deadline_ends_the_run_with_a_hint_in_seconds() {
     let j = out.json();
     let after = j["retry"]["retry_after_ms"].as_u64().expect("a hint");
     assert!(
-        after % 1000 == 0 && (1000..=16_000).contains(&after),
+        after.is_multiple_of(1000) && (1000..=16_000).contains(&after),
         "{after}"
     );
     assert!(env.llm.rejections("a") >= 2, "backed off at least once");
