@@ -370,7 +370,11 @@ fn plan(bin: &Path, reset: Duration, prefer: Option<&str>) -> Plan {
         ProviderSpec::new("qwen", "b", vec![ModelSpec::text("m")]),
     ];
     llm.set_default(Behaviour::Ok.delayed(200));
-    llm.set_quota_window("a", Some(QuotaWindow::glm_1308(50, reset)));
+    // After the reset, a new window that outlasts the batch.
+    llm.set_quota_window(
+        "a",
+        Some(QuotaWindow::glm_1308(50, reset).then_answers(usize::MAX)),
+    );
     let dir = agent_dir(&llm, &providers);
     let input: String = (0..JOBS)
         .map(|i| format!("{{\"id\":\"report-{i}\",\"prompt\":\"Summarise report {i}.\"}}\n"))

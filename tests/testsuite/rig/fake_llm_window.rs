@@ -45,6 +45,19 @@ fn a_quota_window_answers_its_requests_refuses_until_its_stated_reset_then_answe
     std::thread::sleep(Duration::from_millis(reset.saturating_sub(unix_ms()) + 20));
     assert_eq!(chat_post(llm.port(), "a", "m", None).0, 200);
     assert_eq!(llm.quota_reset_at("a"), None, "a new window");
+    // A window after a reset may be of another size.
+    llm.set_quota_window(
+        "a",
+        Some(QuotaWindow::glm_1308(1, Duration::from_millis(1000)).then_answers(3)),
+    );
+    assert_eq!(chat_post(llm.port(), "a", "m", None).0, 200);
+    assert_eq!(chat_post(llm.port(), "a", "m", None).0, 429);
+    let reset = llm.quota_reset_at("a").expect("used up");
+    std::thread::sleep(Duration::from_millis(reset.saturating_sub(unix_ms()) + 20));
+    for _ in 0..3 {
+        assert_eq!(chat_post(llm.port(), "a", "m", None).0, 200);
+    }
+    assert_eq!(chat_post(llm.port(), "a", "m", None).0, 429);
     // Other routes are not counted.
     for _ in 0..3 {
         assert_eq!(chat_post(llm.port(), "b", "m", None).0, 200);

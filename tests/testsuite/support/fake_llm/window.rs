@@ -15,8 +15,10 @@ use super::{FakeLlm, Shared, bodies};
 /// A quota window's shape.
 #[derive(Clone, Copy)]
 pub struct QuotaWindow {
-    /// Chat requests answered per window.
+    /// Chat requests answered in the first window…
     pub answers: usize,
+    /// …and in each window after a reset (a plan's next window may outlast the test).
+    pub then: usize,
     /// How long after the window runs out it resets.
     pub reset_after: Duration,
     /// The refusal's status and its body for a reset at the given unix ms.
@@ -25,10 +27,17 @@ pub struct QuotaWindow {
 }
 
 impl QuotaWindow {
+    /// The same window, answering `n` requests in each window after the first.
+    pub fn then_answers(mut self, n: usize) -> QuotaWindow {
+        self.then = n;
+        self
+    }
+
     /// GLM's 1308 (429, Chinese, the reset in China Standard Time).
     pub fn glm_1308(answers: usize, reset_after: Duration) -> QuotaWindow {
         QuotaWindow {
             answers,
+            then: answers,
             reset_after,
             status: 429,
             body: bodies::glm_1308,
@@ -44,6 +53,8 @@ pub(super) struct Windows {
 #[derive(Default, Clone, Copy)]
 struct Use {
     used: usize,
+    /// A reset has happened: the windows answer `then` requests.
+    renewed: bool,
     /// The window is used up until this unix ms.
     reset_at: Option<u64>,
     refused: usize,
@@ -71,12 +82,18 @@ pub(super) fn take(shared: &Shared, route: &str) -> Result<(), (u16, String)> {
         Some(_) => {
             *used = Use {
                 refused: used.refused,
+                renewed: true,
                 ..Use::default()
             }
         }
         None => {}
     }
-    if used.used >= window.answers {
+    let size = if used.renewed {
+        window.then
+    } else {
+        window.answers
+    };
+    if used.used >= size {
         let t = (now + window.reset_after.as_millis() as u64).div_ceil(1000) * 1000;
         used.reset_at = Some(t);
         used.refused += 1;
