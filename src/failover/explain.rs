@@ -366,7 +366,7 @@ mod server_tests {
         assert_eq!(
             second.reason,
             "its base URL is down: open endpoint breaker zai@https://api.z.ai/api/coding/paas/v4, \
-             1m59s left: back at 1970-01-01 00:02:00 UTC"
+             9s left: back at 1970-01-01 00:00:10 UTC"
         );
     }
 }

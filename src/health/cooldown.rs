@@ -1,5 +1,9 @@
 //! Cooldown arithmetic of SPEC §3: a base per failure class, doubled per consecutive failure, up
 //! to a cap. Wall-clock milliseconds in and out. Pure.
+//!
+//! Endpoint breakers (5xx, resets, silence) follow a curve of their own (SPEC §7 "failback in
+//! seconds", [`endpoint_cooldown_ms`]): a blip costs seconds of backup, a provider that stays
+//! down one probe per cooldown, with cooldowns growing to the class's old windows.
 
 use super::class::FailureClass;
 
@@ -41,12 +45,37 @@ pub fn cooldown_base_and_cap(class: FailureClass) -> Option<(u64, u64)> {
     }
 }
 
-/// Cooldown length after the `consecutive`-th failure in a row (1-based): base · 2^(n−1), capped.
-/// `scale` lets tests and the environment shrink every cooldown (1.0 = SPEC values).
+/// The first endpoint cooldown: a blip costs this much of the backup.
+pub const ENDPOINT_FIRST_MS: u64 = 10_000;
+/// Where the short endpoint cooldowns stop doubling on their own and the class's old windows
+/// (2 min, doubling to 30 min) take over.
+pub const ENDPOINT_SHORT_CAP_MS: u64 = 2 * MIN;
+
+/// An endpoint breaker's cooldown after its `consecutive`-th failed probe in a row (1-based):
+/// 10 s, 20 s, 40 s, 80 s, then 2 min, 4 min, 8 min, 16 min, 30 min (the cap). The first four
+/// are the fast failback; from the fifth on a provider that stays down is probed as before.
+pub fn endpoint_cooldown_ms(consecutive: u32) -> u64 {
+    let n = consecutive.max(1);
+    let short_steps = (ENDPOINT_SHORT_CAP_MS / ENDPOINT_FIRST_MS).ilog2(); // 10 s · 2^3 = 80 s < 2 min
+    if n <= short_steps + 1 {
+        return (ENDPOINT_FIRST_MS << (n - 1)).min(ENDPOINT_SHORT_CAP_MS);
+    }
+    let (_, cap) = cooldown_base_and_cap(FailureClass::Endpoint).unwrap_or((0, 30 * MIN));
+    let shift = (n - short_steps - 2).min(32);
+    ENDPOINT_SHORT_CAP_MS.saturating_mul(1u64 << shift).min(cap)
+}
+
+/// Cooldown length after the `consecutive`-th failure in a row (1-based): base · 2^(n−1), capped
+/// (endpoint breakers: [`endpoint_cooldown_ms`]). `scale` lets tests and the environment shrink
+/// every cooldown (1.0 = SPEC values).
 pub fn cooldown_ms(class: FailureClass, consecutive: u32, scale: f64) -> Option<u64> {
     let (base, cap) = cooldown_base_and_cap(class)?;
     let shift = consecutive.saturating_sub(1).min(32);
-    let raw = base.saturating_mul(1u64 << shift).min(cap);
+    let raw = if class == FailureClass::Endpoint {
+        endpoint_cooldown_ms(consecutive)
+    } else {
+        base.saturating_mul(1u64 << shift).min(cap)
+    };
     // Truncation is intended: a scaled cooldown is a test convenience, not a precise quantity.
     #[expect(
         clippy::cast_possible_truncation,
@@ -71,14 +100,33 @@ mod tests {
         assert_eq!(c(FailureClass::Auth, 40), 6 * HOUR);
         assert_eq!(c(FailureClass::RateLimit, 1), 5 * MIN);
         assert_eq!(c(FailureClass::RateLimit, 10), 24 * HOUR);
-        assert_eq!(c(FailureClass::Endpoint, 1), 2 * MIN);
-        assert_eq!(c(FailureClass::Endpoint, 5), 30 * MIN);
+        assert_eq!(c(FailureClass::Endpoint, 1), 10_000);
+        assert_eq!(c(FailureClass::Endpoint, 5), 2 * MIN);
+        assert_eq!(c(FailureClass::Endpoint, 9), 30 * MIN);
         assert_eq!(c(FailureClass::Model, 1), 15 * MIN);
         assert_eq!(c(FailureClass::Model, 4), 2 * HOUR);
         assert_eq!(c(FailureClass::ContentPolicy, 3), 2 * MIN);
         assert_eq!(c(FailureClass::Unknown, 2), 4 * MIN);
         assert_eq!(cooldown_ms(FailureClass::ContextOverflow, 1, 1.0), None);
         assert_eq!(cooldown_ms(FailureClass::UserAbort, 1, 1.0), None);
+    }
+
+    /// Issue 31: endpoint breakers start at 10 s and double to the old 2 minutes, then the old
+    /// windows (doubling to 30 min) for a provider that stays down.
+    #[test]
+    fn endpoint_cooldowns_start_short_and_grow_to_the_old_windows() {
+        let curve: Vec<u64> = (0..=11).map(endpoint_cooldown_ms).collect();
+        assert_eq!(
+            curve,
+            [
+                10_000, 10_000, 20_000, 40_000, 80_000, 120_000, 240_000, 480_000, 960_000,
+                1_800_000, 1_800_000, 1_800_000
+            ]
+        );
+        assert_eq!(endpoint_cooldown_ms(u32::MAX), 30 * MIN);
+        assert_eq!(cooldown_ms(FailureClass::Endpoint, 1, 0.01), Some(100));
+        // Unknown failures keep the old curve.
+        assert_eq!(cooldown_ms(FailureClass::Unknown, 1, 1.0), Some(2 * MIN));
     }
 
     #[test]

@@ -84,6 +84,7 @@ impl Record {
         self.last_failure_at = Some(self.last_failure_at.map_or(at, |t| t.max(at)));
         self.last_class = Some(class.as_str().to_string());
         self.last_error = Some(error.to_string());
+        let probed = self.leased(at);
         self.lease_until = None;
         // A failure while the breaker is already open comes from a request that was in flight
         // before it opened (another run, another batch worker): the same outage, so it does
@@ -91,7 +92,14 @@ impl Record {
         if self.cooling(at) {
             return;
         }
-        self.consecutive_failures = self.consecutive_failures.saturating_add(1);
+        // Endpoint cooldowns are short (10 s first), shorter than a request may be in flight:
+        // a request sent before the breaker opened can fail after its cooldown. Only a failed
+        // probe (sent under the probe lease) grows the cooldown; such a late failure opens the
+        // breaker again for as long as the last time.
+        let late = class == FailureClass::Endpoint && self.consecutive_failures > 0 && !probed;
+        if !late {
+            self.consecutive_failures = self.consecutive_failures.saturating_add(1);
+        }
         if let Some(ms) = cooldown_ms(class, self.consecutive_failures, scale) {
             let until = at.saturating_add(ms);
             self.cooldown_until = Some(self.cooldown_until.map_or(until, |t| t.max(until)));
@@ -275,6 +283,11 @@ pub enum Delta {
     /// A run started on another model than its own because its start model was known to be
     /// down: counted (`--status` says how many), not logged (a batch would log every job).
     SkippedStart,
+    /// A clean answer of model `key` (`provider/id`): its pace ([`crate::pace`]).
+    Pace {
+        key: String,
+        sample: crate::pace::Sample,
+    },
 }
 
 /// Every breaker the machine knows about.
@@ -288,6 +301,13 @@ pub struct Health {
     pub switch_log: Vec<SwitchEntry>,
     /// Runs that started elsewhere because their start model was down ([`Delta::SkippedStart`]).
     pub skipped_starts: u64,
+    /// Each model's pace (`provider/id` → its recent clean answers), next to its breakers.
+    /// Read leniently: a record that is not ours is dropped, never the file around it.
+    #[serde(
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "crate::pace::lenient_map"
+    )]
+    pub pace: BTreeMap<String, crate::pace::PaceRecord>,
 }
 
 /// Why a model may not be used right now.
@@ -355,6 +375,12 @@ impl Health {
             }
             Delta::SkippedStart => {
                 self.skipped_starts = self.skipped_starts.saturating_add(1);
+            }
+            Delta::Pace { key, sample } => {
+                if crate::pace::key_ok(key) {
+                    self.pace.entry(key.clone()).or_default().add(*sample);
+                    crate::pace::bound(&mut self.pace);
+                }
             }
             Delta::Release { target } => {
                 if let Some(r) = self
@@ -448,6 +474,7 @@ impl Health {
     /// of keys `listed` says Pi no longer lists, then the ones idle the longest; records that
     /// block a model right now (disabled, cooling, leased) go last.
     pub fn prune(&mut self, now_ms: u64, listed: &dyn Fn(Scope, &str) -> bool) {
+        self.clamp_pace(now_ms);
         for scope in BREAKER_SCOPES {
             let Some(map) = self.records_mut(scope) else {
                 continue;
@@ -469,6 +496,27 @@ impl Health {
                 map.remove(&key);
             }
         }
+    }
+
+    /// Every pace record bounded by what clean answers could have left by `now_ms`
+    /// ([`crate::pace::PaceRecord::clamp`]); records left empty go, and at most
+    /// [`crate::pace::MAX_RECORDS`] stay.
+    pub fn clamp_pace(&mut self, now_ms: u64) {
+        for r in self.pace.values_mut() {
+            r.clamp(now_ms);
+        }
+        self.pace.retain(|_, r| !r.is_empty());
+        crate::pace::bound(&mut self.pace);
+    }
+
+    /// The pace of `model_key` at `now_ms` for a prompt of `prompt_chars`, if it has answers.
+    pub fn pace_of(
+        &self,
+        model_key: &str,
+        now_ms: u64,
+        prompt_chars: u64,
+    ) -> Option<crate::pace::Summary> {
+        self.pace.get(model_key)?.summary(now_ms, prompt_chars)
     }
 
     /// Sum of total failures over the model's three records (ranking uses it).
@@ -589,9 +637,76 @@ mod tests {
             )
         };
         fail(&mut h, 0);
-        assert_eq!(h.endpoints["e"].cooldown_until, Some(120_000));
-        fail(&mut h, 200_000);
-        assert_eq!(h.endpoints["e"].cooldown_until, Some(200_000 + 240_000));
+        assert_eq!(h.endpoints["e"].cooldown_until, Some(10_000));
+        // A failure after the cooldown from a request sent before it opened: the same level.
+        fail(&mut h, 30_000);
+        assert_eq!(h.endpoints["e"].cooldown_until, Some(40_000));
+        assert_eq!(h.endpoints["e"].consecutive_failures, 1);
+        // A failed probe (under the lease) doubles it.
+        h.apply(
+            &Delta::Lease {
+                at: 50_000,
+                target: ProbeTarget::new(Scope::Endpoint, "e"),
+            },
+            1.0,
+        );
+        fail(&mut h, 51_000);
+        assert_eq!(h.endpoints["e"].cooldown_until, Some(51_000 + 20_000));
+        assert_eq!(h.endpoints["e"].consecutive_failures, 2);
+        assert_eq!(h.endpoints["e"].lease_until, None);
+    }
+
+    /// Issue 31: a provider down for good is probed once per cooldown, the cooldowns growing
+    /// 10 s, 20 s, … to the old windows; one success closes the breaker.
+    #[test]
+    fn failed_probes_grow_endpoint_cooldowns_and_one_success_closes() {
+        let m = model("a", "m1", "http://h/a");
+        let key = endpoint_key("a", Some("http://h/a"));
+        let mut h = Health::default();
+        let fail = |h: &mut Health, at| {
+            h.apply(
+                &Delta::Failure {
+                    at,
+                    key: key.clone(),
+                    scope: Scope::Endpoint,
+                    class: FailureClass::Endpoint,
+                    error: "503".into(),
+                },
+                1.0,
+            )
+        };
+        fail(&mut h, 0);
+        let mut cooldowns = Vec::new();
+        let mut t = 0;
+        for _ in 0..9 {
+            let until = h.endpoints[&key].cooldown_until.unwrap();
+            cooldowns.push(until - t);
+            t = until;
+            let probe = h.needs_probe(&m, t, &[]).expect("half-open");
+            h.apply(
+                &Delta::Lease {
+                    at: t,
+                    target: probe,
+                },
+                1.0,
+            );
+            fail(&mut h, t);
+        }
+        assert_eq!(
+            cooldowns,
+            [
+                10_000, 20_000, 40_000, 80_000, 120_000, 240_000, 480_000, 960_000, 1_800_000
+            ]
+        );
+        h.apply(
+            &Delta::Success {
+                at: t + 1_800_000,
+                keys: Keys::of(&m),
+            },
+            1.0,
+        );
+        assert_eq!(h.blocked(&m, t + 1_800_001, &[]), None);
+        assert_eq!(h.endpoints[&key].consecutive_failures, 0);
     }
 
     #[test]

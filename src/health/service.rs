@@ -861,7 +861,8 @@ impl Worker {
                 Delta::Success { .. }
                 | Delta::Lease { .. }
                 | Delta::Release { .. }
-                | Delta::SkippedStart => continue,
+                | Delta::SkippedStart
+                | Delta::Pace { .. } => continue,
             };
             match log.append(now_ms, &line) {
                 Ok(()) => {}

@@ -125,8 +125,14 @@ impl FileStore {
         let path = self.state_path();
         match self.read_state()? {
             OnDisk::Missing => Ok(Loaded::default()),
-            OnDisk::Good { health, updated_at } => Ok(Loaded {
-                health,
+            OnDisk::Good {
+                mut health,
+                updated_at,
+            } => Ok(Loaded {
+                health: {
+                    health.clamp_pace(now_ms);
+                    health
+                },
                 updated_at: Some(updated_at),
                 warnings: Vec::new(),
             }),
@@ -234,6 +240,7 @@ impl FileStore {
                 (Health::default(), None)
             }
         };
+        health.clamp_pace(now_ms);
         let (write, out) = f(&mut health);
         if write {
             scrub_health(&mut health);
@@ -504,7 +511,8 @@ pub(super) fn scrub_delta(delta: &Delta) -> Delta {
         Delta::Success { .. }
         | Delta::Lease { .. }
         | Delta::Release { .. }
-        | Delta::SkippedStart => delta.clone(),
+        | Delta::SkippedStart
+        | Delta::Pace { .. } => delta.clone(),
     }
 }
 

@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 
 use redis::Value;
 
-use super::{BATCH, MAX_INDEX_READ, RedisStore, bytes, getrange, int, scan_page};
+use super::reply::{bytes, getrange, int, scan_page};
+use super::{BATCH, MAX_INDEX_READ, RedisStore};
 use crate::capacity::ops::{CapacityOp, CapacityReply, apply_op, prune};
 use crate::capacity::{Capacity, IDLE_FORGET_MS};
 use crate::health::store::api::StoreError;
