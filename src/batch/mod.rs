@@ -339,6 +339,7 @@ impl Batch {
                                 &done.capacity_signals,
                                 done.capacity_wait_ms,
                             );
+                            tally.record_silence(&done.silence_cuts);
                             if shared.ordered {
                                 order.push(done.index, Some(done.line));
                                 shared.print_ready(&mut order, &sink).await;
@@ -431,6 +432,9 @@ impl Batch {
             })
             .collect();
         if let Some(line) = tally.capacity_line(&limits) {
+            console.progress_line(&line);
+        }
+        if let Some(line) = tally.silence_line() {
             console.progress_line(&line);
         }
         // Last: what will fail the same way every night until its input changes.
