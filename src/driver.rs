@@ -347,7 +347,11 @@ impl Session {
         }
         match ended {
             Loop::Machine(outcome) => match outcome {
-                Outcome::Answer { text, model } => JobEnd::Answered { text, model },
+                // The runner's own keys never leave in an answer (stdout, `--json`, results).
+                Outcome::Answer { text, model } => JobEnd::Answered {
+                    text: crate::redact::mask_known_secrets(&text),
+                    model,
+                },
                 Outcome::Explained(e) => JobEnd::Explained(e),
                 Outcome::Exhausted {
                     reason,

@@ -16,6 +16,7 @@
 #![deny(clippy::unwrap_used, clippy::print_stdout)]
 
 pub mod agent;
+pub mod answer;
 pub mod attach;
 pub mod batch;
 pub mod budget;

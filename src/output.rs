@@ -17,9 +17,23 @@ use crate::job::{Ended, JobEnd, PiLoss, Stop, Unprepared};
 use crate::signals::Interrupt;
 pub use record::{JobFields, Record, Warning};
 
-/// Prints the final answer: trimmed, one trailing newline.
+/// Prints the final answer: trimmed, one trailing newline; on a terminal without the escape
+/// sequences and control characters a model could use to act on it (`answer::for_terminal`).
 pub fn answer(text: &str) -> io::Result<()> {
-    stdout_text(&format!("{}\n", text.trim()))
+    let text = text.trim();
+    if stdout_is_terminal() {
+        return stdout_text(&format!("{}\n", crate::answer::for_terminal(text).trim()));
+    }
+    stdout_text(&format!("{text}\n"))
+}
+
+#[expect(
+    clippy::disallowed_methods,
+    reason = "output.rs is the only stdout writer"
+)]
+fn stdout_is_terminal() -> bool {
+    use std::io::IsTerminal as _;
+    io::stdout().is_terminal()
 }
 
 /// Writes text to stdout as is; a broken pipe is swallowed.

@@ -477,6 +477,18 @@ impl Batch {
                 ));
                 exit = jobs::worse(exit, Exit::OverBudget);
             }
+            // Nobody reads the results any more: the batch ends quietly — but not with 0
+            // while jobs were never run (issue 29: `--batch … | head -1` said "4 of 6 jobs
+            // done" and exited 0).
+            Some(Halt::Closed)
+                if counted != Some(true)
+                    || progress.total.load(Ordering::Relaxed) != tally.done() =>
+            {
+                console.error_line(
+                    "stdout was closed before every job ran; the jobs not run have no result",
+                );
+                exit = jobs::worse(exit, Exit::Error);
+            }
             Some(Halt::Closed | Halt::Setup(_)) | None => {}
         }
         exit

@@ -13,6 +13,9 @@ pub enum FailureClass {
     Model,
     ContentPolicy,
     ContextOverflow,
+    /// The answer was cut at the model's output limit (`finish_reason: length`): incomplete,
+    /// so not an answer; no breaker (the model is healthy, the answer too long for it).
+    Truncated,
     UserAbort,
     Unknown,
 }
@@ -24,7 +27,7 @@ pub enum Scope {
     /// provider + normalised base URL
     Endpoint,
     Model,
-    /// no breaker: affects this round only (context overflow, user abort)
+    /// no breaker: affects this round only (context overflow, truncation, user abort)
     Round,
 }
 
@@ -38,6 +41,7 @@ impl FailureClass {
             FailureClass::Model => "model",
             FailureClass::ContentPolicy => "content_policy",
             FailureClass::ContextOverflow => "context_overflow",
+            FailureClass::Truncated => "truncated",
             FailureClass::UserAbort => "user_abort",
             FailureClass::Unknown => "unknown",
         }
@@ -52,6 +56,7 @@ impl FailureClass {
             "model" => FailureClass::Model,
             "content_policy" => FailureClass::ContentPolicy,
             "context_overflow" => FailureClass::ContextOverflow,
+            "truncated" => FailureClass::Truncated,
             "user_abort" => FailureClass::UserAbort,
             "unknown" => FailureClass::Unknown,
             _ => return None,

@@ -18,6 +18,10 @@ pub struct Record {
     pub ok: bool,
     /// The answer, only when `ok`.
     pub answer: Option<String>,
+    /// The last answer cut off at an output limit (class `truncated`) when no model completed
+    /// one: for scripts that can use part of an answer; never printed as the answer. `None`
+    /// when `ok`.
+    pub partial: Option<String>,
     pub model: Option<ModelRef>,
     pub attempts: Vec<AttemptRecord>,
     pub switches: u32,
@@ -166,9 +170,20 @@ impl Record {
             ),
             _ => (None, None),
         };
+        let partial = (exit != Exit::Success)
+            .then(|| {
+                ended
+                    .attempts
+                    .iter()
+                    .rev()
+                    .find_map(|a| a.partial.as_deref())
+            })
+            .flatten()
+            .map(crate::redact::mask_known_secrets);
         Record {
             ok: exit == Exit::Success,
             answer,
+            partial,
             model,
             attempts,
             switches: ended.switches,
@@ -196,6 +211,7 @@ impl Record {
         Record {
             ok: false,
             answer: None,
+            partial: None,
             model: None,
             attempts: Vec::new(),
             switches: 0,
@@ -247,9 +263,10 @@ mod tests {
     }
 
     /// The single-run key set, in the order printed.
-    const SINGLE_KEYS: [&str; 14] = [
+    const SINGLE_KEYS: [&str; 15] = [
         "ok",
         "answer",
+        "partial",
         "model",
         "attempts",
         "switches",

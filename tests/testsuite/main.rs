@@ -31,3 +31,4 @@ mod release;
 mod rig;
 mod runner;
 mod security;
+mod truncation;

@@ -850,3 +850,58 @@ fn readme_pins_the_crate_version() {
         assert!(text.contains(&pin), "{readme} lacks {pin:?}");
     }
 }
+
+/// Issue 29: a launcher copied out of its package says so (it said the platform package "is
+/// not installed", which was not true), in one line with exit 2.
+#[test]
+fn a_copied_launcher_says_it_was_copied() {
+    let packed = host_packed();
+    let launcher = packed.out.join("stage/pi-ccswitch-run/bin/pi-ccswitch-run");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let copy = dir.path().join("bin/pi-ccswitch-run");
+    std::fs::create_dir_all(copy.parent().expect("parent")).expect("mkdir");
+    std::fs::copy(&launcher, &copy).expect("copy the launcher");
+    let env = TestEnv::new(PI_MIN, &providers());
+    let out = run_command(env.other_cmd(&copy, ["--version"]), None, RUN_TIMEOUT);
+    out.assert_code(2).assert_stdout_empty();
+    assert_eq!(out.stderr_lines().len(), 1, "{}", out.dump());
+    out.assert_stderr_contains("is not inside the npm package pi-ccswitch-run")
+        .assert_stderr_lacks("is not installed");
+}
+
+/// Issue 29: a platform binary without its exec bit gives the launcher's one line and exit 2,
+/// not the shell's `Permission denied` and 126.
+#[test]
+fn a_binary_without_its_exec_bit_is_one_line_exit_2() {
+    use std::os::unix::fs::PermissionsExt;
+    let packed = host_packed();
+    let stage = packed.out.join("stage");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let main = dir.path().join("lib/node_modules/pi-ccswitch-run");
+    let plat = main.join(format!("node_modules/@pi-ccswitch-run/{}", host_platform()));
+    for (from, to) in [
+        (stage.join("pi-ccswitch-run"), &main),
+        (stage.join(host_platform()), &plat),
+    ] {
+        std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
+        let st = Command::new("cp")
+            .arg("-R")
+            .arg(&from)
+            .arg(to)
+            .status()
+            .expect("cp");
+        assert!(st.success());
+    }
+    let bin = plat.join("bin/pi-ccswitch-run");
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let env = TestEnv::new(PI_MIN, &providers());
+    let out = run_command(
+        env.other_cmd(main.join("bin/pi-ccswitch-run"), ["--version"]),
+        None,
+        RUN_TIMEOUT,
+    );
+    out.assert_code(2).assert_stdout_empty();
+    assert_eq!(out.stderr_lines().len(), 1, "{}", out.dump());
+    out.assert_stderr_contains("is not executable")
+        .assert_stderr_contains("chmod +x");
+}

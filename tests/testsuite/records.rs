@@ -14,9 +14,10 @@ use crate::support::batch::*;
 use crate::support::*;
 
 /// A single run's record, as README documents it.
-const RUN_KEYS: [&str; 14] = [
+const RUN_KEYS: [&str; 15] = [
     "ok",
     "answer",
+    "partial",
     "model",
     "attempts",
     "switches",

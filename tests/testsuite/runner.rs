@@ -283,6 +283,7 @@ fn json_schema_is_pinned() {
             "failed_usage",
             "model",
             "ok",
+            "partial",
             "permanent",
             "retry",
             "switches",

@@ -130,7 +130,7 @@ impl FileStore {
                 updated_at,
             } => Ok(Loaded {
                 health: {
-                    health.clamp_pace(now_ms);
+                    health.clamp_times(now_ms);
                     health
                 },
                 updated_at: Some(updated_at),

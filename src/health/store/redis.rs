@@ -757,10 +757,8 @@ fn read_all(
         .cloned()
         .collect();
     let (mut health, raw) = read_records(con, keys, &members, &paced, now_ms, watch)?;
-    for r in health.pace.values_mut() {
-        r.clamp(now_ms);
-    }
-    health.pace.retain(|_, r| !r.is_empty());
+    // Breaker times and pace alike bounded by what the rules could have written.
+    health.clamp_times(now_ms);
     let tail = replies.get(BREAKER_SCOPES.len()..).unwrap_or(&[]);
     health.switches = tail
         .first()

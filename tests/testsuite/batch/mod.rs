@@ -2,6 +2,7 @@
 //! `--resume`, `--shard`) and the scheduler recipes README ships, run exactly as written.
 
 mod capacity;
+mod capacity_clocks;
 mod capacity_shared;
 mod durable;
 mod jobs;

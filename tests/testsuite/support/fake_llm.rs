@@ -66,6 +66,10 @@ pub enum Behaviour {
     },
     /// Like `Ok` with this answer text.
     Text(String),
+    /// Like `Text` but the answer is cut at the output limit: `finish_reason:"length"`.
+    Truncated(String),
+    /// Like `Text` but the usage chunk reports negative completion tokens.
+    NegativeUsage(String),
     /// 401 `invalid_api_key`.
     Status401,
     /// 402 OpenAI `insufficient_quota`.
@@ -217,6 +221,7 @@ impl Behaviour {
             Behaviour::Ok
             | Behaviour::Slow
             | Behaviour::Text(_)
+            | Behaviour::Truncated(_)
             | Behaviour::NoFinish
             | Behaviour::Paced { .. } => Some(TEXT_USAGE),
             Behaviour::TextWithUsage {
@@ -804,6 +809,8 @@ fn act(stream: &mut TcpStream, b: &Behaviour, ctx: &Ctx<'_>) -> bool {
     match b {
         Behaviour::Ok => text(stream, DEFAULT_TEXT, Mode::Normal),
         Behaviour::Text(t) => text(stream, t, Mode::Normal),
+        Behaviour::Truncated(t) => text(stream, t, Mode::Length),
+        Behaviour::NegativeUsage(t) => text(stream, t, Mode::NegativeUsage),
         Behaviour::TextWithUsage {
             text: t,
             prompt_tokens,
