@@ -260,7 +260,7 @@ fn hanging_primary(runs: &[(&str, &Path)]) {
         "| run | answered | wall time | vs no slow requests | target ≤ 2× | cut for silence |"
     );
     println!("|---|---|---|---|---|---|");
-    let base = batch(&runs[0].1, &server(vec![one_second()]), 24, 4, &[]);
+    let base = batch(runs[0].1, &server(vec![one_second()]), 24, 4, &[]);
     let (ok, _) = answered(&base.stdout);
     println!(
         "| no slow requests (baseline) | {ok}/24 | {:.1} s | 1.00× | — | {} |",
