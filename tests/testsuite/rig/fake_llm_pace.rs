@@ -181,4 +181,67 @@ fn pi_starts_the_message_at_the_headers_and_updates_it_at_the_first_token(versio
     let _ = rpc.close();
 }
 
-both_versions!(pi_starts_the_message_at_the_headers_and_updates_it_at_the_first_token);
+/// Through real Pi: a reasoning model's `reasoning_content` reaches the runner as a stream of
+/// `message_update`s (thinking deltas) before the text, so thinking is progress.
+fn pi_streams_reasoning_as_updates(version: &str) {
+    let env = TestEnv::new(
+        version,
+        &[ProviderSpec::new(
+            "fake-a",
+            "a",
+            vec![ModelSpec::text("r1").reasoning()],
+        )],
+    );
+    env.write_settings(&json!({"retry": {"enabled": false}}));
+    env.llm.script(
+        "a",
+        "r1",
+        vec![Behaviour::Thinking {
+            think_ms: 1200,
+            gap_ms: 200,
+        }],
+    );
+    let mut rpc = Rpc::spawn_with(
+        &env,
+        &[
+            "--provider",
+            "fake-a",
+            "--model",
+            "r1",
+            "--thinking",
+            "high",
+        ],
+    );
+    rpc.request(json!({"id": "s", "type": "get_state"}));
+    let start = Instant::now();
+    rpc.send(&json!({"id": "p", "type": "prompt", "message": "hi"}));
+    let deadline = start + Duration::from_secs(30);
+    let mut thinking = Vec::new();
+    let mut text_at = None;
+    loop {
+        let v = rpc.next(deadline);
+        let kind = v["assistantMessageEvent"]["type"].as_str().unwrap_or("");
+        if v["type"] == "message_update" && kind == "thinking_delta" {
+            thinking.push(start.elapsed());
+        }
+        if v["type"] == "message_update" && kind == "text_delta" {
+            text_at.get_or_insert(start.elapsed());
+        }
+        if v["type"] == "agent_settled" {
+            break;
+        }
+    }
+    assert!(thinking.len() >= 5, "thinking deltas at {thinking:?}");
+    let gaps: Vec<Duration> = thinking.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        gaps.iter().all(|g| *g < Duration::from_millis(600)),
+        "{gaps:?}"
+    );
+    assert!(text_at.expect("text") >= Duration::from_millis(1100));
+    let _ = rpc.close();
+}
+
+both_versions!(
+    pi_starts_the_message_at_the_headers_and_updates_it_at_the_first_token,
+    pi_streams_reasoning_as_updates
+);

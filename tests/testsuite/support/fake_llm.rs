@@ -56,6 +56,9 @@ pub enum Behaviour {
         tokens: usize,
         gap_ms: u64,
     },
+    /// Reasoning before the answer: `reasoning_content` deltas every `gap_ms` for `think_ms`,
+    /// then [`DEFAULT_TEXT`] (a reasoning model thinking aloud; Pi shows it as thinking).
+    Thinking { think_ms: u64, gap_ms: u64 },
     /// Like `Paced`, but silent after `after` content chunks (bounded like `Hang`), then the
     /// connection closes without finishing: a stream that stalls after K tokens.
     StallAfter {
@@ -223,7 +226,8 @@ impl Behaviour {
             | Behaviour::Text(_)
             | Behaviour::Truncated(_)
             | Behaviour::NoFinish
-            | Behaviour::Paced { .. } => Some(TEXT_USAGE),
+            | Behaviour::Paced { .. }
+            | Behaviour::Thinking { .. } => Some(TEXT_USAGE),
             Behaviour::TextWithUsage {
                 prompt_tokens,
                 completion_tokens,
@@ -839,6 +843,14 @@ fn act(stream: &mut TcpStream, b: &Behaviour, ctx: &Ctx<'_>) -> bool {
                 tokens: *tokens,
                 gap_ms: *gap_ms,
                 stall_after: None,
+            },
+        ),
+        Behaviour::Thinking { think_ms, gap_ms } => text(
+            stream,
+            DEFAULT_TEXT,
+            Mode::Think {
+                think_ms: *think_ms,
+                gap_ms: *gap_ms,
             },
         ),
         Behaviour::StallAfter {

@@ -234,6 +234,12 @@ pub(super) enum Mode {
         gap_ms: u64,
         stall_after: Option<usize>,
     },
+    /// Reasoning first: `reasoning_content` deltas every `gap_ms` for `think_ms`, then the
+    /// text.
+    Think {
+        think_ms: u64,
+        gap_ms: u64,
+    },
 }
 
 /// `text` cut into `n` pieces of nearly equal length (at least one, none empty).
@@ -349,6 +355,19 @@ pub(super) fn stream_text(
             w,
             &chunk_obj(json!({"role": "assistant", "content": ""}), None),
         )?;
+        if let Mode::Think { think_ms, gap_ms } = mode {
+            let mut thought = 0;
+            while thought < think_ms {
+                sse(
+                    w,
+                    &chunk_obj(json!({"reasoning_content": "Thinking it over. "}), None),
+                )?;
+                if shared.sleep(Duration::from_millis(gap_ms.max(1))) {
+                    return Ok(false);
+                }
+                thought += gap_ms.max(1);
+            }
+        }
         if mode == Mode::Stall {
             sse(w, &chunk_obj(json!({"content": pieces[0]}), None))?;
             shared.sleep(ctx.hang_limit);
