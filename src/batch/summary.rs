@@ -12,7 +12,7 @@ use crate::rpc::Usage;
 const MAX_MODELS: usize = 64;
 
 #[derive(Debug, Default, Clone)]
-pub struct Tally {
+pub struct BatchTally {
     pub ok: u64,
     pub failed: u64,
     /// Jobs skipped because `--resume` found their answer already recorded.
@@ -69,7 +69,7 @@ struct ProviderTally {
     capacity_signals: u64,
 }
 
-impl Tally {
+impl BatchTally {
     /// One finished job (an invalid line counts as a failed job).
     pub fn record(
         &mut self,
@@ -360,7 +360,7 @@ mod tests {
 
     #[test]
     fn the_silence_line_counts_cut_attempts_per_provider() {
-        let mut t = Tally::default();
+        let mut t = BatchTally::default();
         assert_eq!(t.silence_line(), None);
         t.record_silence(&["zhipu".into(), "zhipu".into()]);
         t.record_silence(&[]);
@@ -380,7 +380,7 @@ mod tests {
 
     #[test]
     fn the_capacity_line_counts_per_provider_with_the_final_limits() {
-        let mut t = Tally::default();
+        let mut t = BatchTally::default();
         assert_eq!(t.capacity_line(&BTreeMap::new()), None);
         t.record_capacity(Some("zhipu"), &["zhipu".into()], 1500);
         t.record_capacity(Some("dashscope"), &[], 0);
@@ -405,7 +405,7 @@ mod tests {
 
     #[test]
     fn the_summary_says_everything_exactly() {
-        let mut t = Tally::default();
+        let mut t = BatchTally::default();
         t.record(
             Exit::Success,
             Some("back/m"),
@@ -484,9 +484,9 @@ mod tests {
 
     #[test]
     fn an_empty_batch_and_many_models_stay_bounded() {
-        let t = Tally::default();
+        let t = BatchTally::default();
         assert!(t.lines(0, 0)[1].starts_with("batch: answers by model: none;"));
-        let mut t = Tally::default();
+        let mut t = BatchTally::default();
         for i in 0..(MAX_MODELS + 5) {
             t.record(
                 Exit::Success,
