@@ -3,6 +3,7 @@
 //! A closed stdout (`| head`) is not an error: the reader has what it wanted. stderr lines are
 //! `console`'s.
 
+mod deadline;
 pub mod record;
 
 use std::io::{self, Write};
@@ -12,11 +13,10 @@ use serde_json::{Value, json};
 use crate::exit::Exit;
 use crate::failover::Outcome;
 use crate::failover::explain::Explanation;
-use crate::failover::reopen::RetryHint;
 use crate::failover::reopen::human_ms;
 use crate::job::{Ended, JobEnd, PiLoss, Stop, Unprepared};
 use crate::signals::Interrupt;
-pub use record::{JobFields, ResultRecord, Warning};
+pub use record::{JobFields, ResultRecord, RetryRecord, Warning};
 
 /// Prints the final answer: trimmed, one trailing newline; on a terminal without the escape
 /// sequences and control characters a model could use to act on it (`answer::for_terminal`).
@@ -78,10 +78,12 @@ pub fn exit_of(end: &JobEnd) -> Exit {
     }
 }
 
-/// The retry hint of an exhausted job.
-pub fn retry_of(end: &JobEnd) -> Option<&RetryHint> {
-    match end {
-        JobEnd::Machine(Outcome::Exhausted { retry, .. }) => Some(retry),
+/// The retry hint of an exhausted job, or of one whose deadline passed (what was tried, what
+/// was still silent: see [`deadline::hint`]).
+pub fn retry_of(ended: &Ended) -> Option<RetryRecord> {
+    match &ended.end {
+        JobEnd::Machine(Outcome::Exhausted { retry, .. }) => Some(RetryRecord::of(retry)),
+        JobEnd::Stopped(Stop::Deadline) => Some(deadline::hint(ended)),
         _ => None,
     }
 }
@@ -210,7 +212,7 @@ pub fn record_of(ended: &Ended, warnings: Vec<Warning>) -> ResultRecord {
         ended,
         exit_of(&ended.end),
         end_message(ended),
-        retry_of(&ended.end),
+        retry_of(ended),
         warnings,
     )
 }
@@ -324,7 +326,7 @@ pub fn job_note(label: &str, number: u64, ended: &Ended, worker: usize) -> Strin
     let code = exit_of(&ended.end).code();
     match end_message(ended) {
         Some(e) => {
-            let retry = retry_of(&ended.end)
+            let retry = retry_of(ended)
                 .map(|r| format!("; retry: {}", r.reason))
                 .unwrap_or_default();
             format!("{who}: exit {code}: {e}{retry}")

@@ -695,6 +695,7 @@ mod tests {
             config: crate::failover::Config {
                 first_response: Duration::from_secs(1),
                 stall: Duration::from_secs(1),
+                watchdog_floor: Duration::from_secs(1),
                 round_limit: Duration::from_secs(1),
                 cooldown_scale: 1.0,
                 models_scope: None,

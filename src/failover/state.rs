@@ -17,8 +17,11 @@ use crate::rpc::{Command, Incoming, Usage};
 /// Tunables, from settings and the command line.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The watchdogs' ceilings, and their values while a model has no pace yet.
     pub first_response: Duration,
     pub stall: Duration,
+    /// The least a watchdog derived from a model's pace may be (`CCSWITCH_WATCHDOG_FLOOR_MS`).
+    pub watchdog_floor: Duration,
     pub round_limit: Duration,
     /// 1.0 = SPEC cooldowns; smaller values shrink them (tests).
     pub cooldown_scale: f64,

@@ -197,14 +197,28 @@ fn failed_probes_grow_endpoint_cooldowns_and_one_success_closes() {
         cooldowns.push(until - t);
         t = until;
         let probe = h.needs_probe(&m, t, &[]).expect("half-open");
-        h.apply(&Delta::Lease { at: t, target: probe }, 1.0);
+        h.apply(
+            &Delta::Lease {
+                at: t,
+                target: probe,
+            },
+            1.0,
+        );
         fail(&mut h, t);
     }
     assert_eq!(
         cooldowns,
-        [10_000, 20_000, 40_000, 80_000, 120_000, 240_000, 480_000, 960_000, 1_800_000]
+        [
+            10_000, 20_000, 40_000, 80_000, 120_000, 240_000, 480_000, 960_000, 1_800_000
+        ]
     );
-    h.apply(&Delta::Success { at: t + 1_800_000, keys: Keys::of(&m) }, 1.0);
+    h.apply(
+        &Delta::Success {
+            at: t + 1_800_000,
+            keys: Keys::of(&m),
+        },
+        1.0,
+    );
     assert_eq!(h.blocked(&m, t + 1_800_001, &[]), None);
     assert_eq!(h.endpoints[&key].consecutive_failures, 0);
 }

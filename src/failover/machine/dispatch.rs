@@ -196,6 +196,7 @@ impl Machine {
             at: now.wall_ms,
             keys,
         });
+        self.learn_pace(now, &model);
         for breaker in closing {
             self.note(
                 Note::Breaker,
