@@ -263,12 +263,15 @@ pub fn explanation_text(e: &Explanation, thinking_source: &str, attachments: &In
         ));
     }
     out.push_str(&format!(
-        "watchdogs: first response {}, stall {}; failover round window {}; deadline {}\n",
+        "watchdogs: first response {}, stall {} (the ceilings: a model with a pace gets its own \
+         limits below them); failover round window {}; deadline {}\n",
         human_ms(e.first_response_ms),
         human_ms(e.stall_ms),
         human_ms(e.round_limit_ms),
         e.deadline_ms.map_or("none".to_string(), human_ms),
     ));
+    let cooldowns: Vec<&str> = e.cooldowns.iter().map(|c| c.text.as_str()).collect();
+    out.push_str(&format!("cooldowns: {}\n", cooldowns.join("; ")));
     out.push_str(&format!(
         "when every candidate is cooling down: {}\n",
         if e.wait {
@@ -294,6 +297,26 @@ pub fn explanation_text(e: &Explanation, thinking_source: &str, attachments: &In
                 c.model,
                 c.reason
             ));
+            // Its pace and the watchdogs it would run under (issue 31).
+            if let Some(p) = &c.pace {
+                out.push_str(&format!("      pace: {}\n", p.text));
+            }
+            if let Some(w) = &c.watchdogs {
+                out.push_str(&format!(
+                    "      watchdogs: first response {}, stall {}\n",
+                    w.first_response, w.stall
+                ));
+            }
+            if let (Some(ms), Some(left)) = (c.first_response_share_ms, e.deadline_ms) {
+                let others = e.candidates.len().saturating_sub(1);
+                out.push_str(&format!(
+                    "      may wait {} for a first response (its share of the {} left: {others} \
+                     other candidate{})\n",
+                    crate::pace::secs(ms),
+                    crate::pace::secs(left),
+                    if others == 1 { "" } else { "s" }
+                ));
+            }
         }
     }
     if !e.excluded.is_empty() {

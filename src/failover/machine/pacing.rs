@@ -47,6 +47,8 @@ pub(super) struct Pacing {
     first_ms: Option<u64>,
     /// This turn's first response came.
     responded: bool,
+    /// When this turn's request went out (kept through a stop, for exit 124's hint).
+    turn_since: Option<Instant>,
     /// The last stream event (None across a tool run or a compaction).
     last_event: Option<Instant>,
     max_gap_ms: u64,
@@ -60,6 +62,7 @@ impl Pacing {
             armed: None,
             first_ms: None,
             responded: false,
+            turn_since: None,
             last_event: None,
             max_gap_ms: 0,
         }
@@ -78,6 +81,7 @@ impl Pacing {
     /// awaited from `now`.
     pub(super) fn awaiting(&mut self, now: Instant) {
         self.armed = Some((Watchdog::FirstResponse, now));
+        self.turn_since = Some(now);
         self.responded = false;
         self.last_event = None;
     }
@@ -121,10 +125,7 @@ impl Pacing {
 
     /// Since when the first response of the current turn is awaited, while it is.
     pub(super) fn waiting_since(&self) -> Option<Instant> {
-        match self.armed {
-            Some((Watchdog::FirstResponse, since)) if !self.responded => Some(since),
-            _ => None,
-        }
+        self.turn_since.filter(|_| !self.responded)
     }
 
     /// New limits (the model's pace became known, or changed); `true` when they differ.

@@ -304,6 +304,33 @@ impl Machine {
     }
 }
 
+impl Machine {
+    /// `--explain`: each candidate's pace and watchdogs, and the first one's share of the
+    /// deadline when others would be left after it.
+    pub(super) fn explain_pacing(&self, now: Now, e: &mut crate::failover::explain::Explanation) {
+        use crate::failover::explain::{Pace, WatchdogLimits};
+        let others = e.candidates.len().saturating_sub(1);
+        for (i, c) in e.candidates.iter_mut().enumerate() {
+            let Some(model) = self.pi.pool().iter().find(|m| m.key() == c.model).cloned() else {
+                continue;
+            };
+            let pace = self
+                .shared
+                .health()
+                .pace_of(&c.model, now.wall_ms, self.prompt_chars());
+            let limits = self.watchdogs_for(&model, now.wall_ms);
+            c.pace = pace.as_ref().map(Pace::of);
+            c.watchdogs = Some(WatchdogLimits::of(&limits));
+            if i == 0 {
+                c.first_response_share_ms = e
+                    .deadline_ms
+                    .and_then(|left| share::first_response_share(left, others))
+                    .filter(|ms| *ms < limits.first_response.ms);
+            }
+        }
+    }
+}
+
 /// `1.3 s (from p95 100 ms over 10 answers)`.
 fn describe(l: &crate::pace::watchdog::Limit) -> String {
     l.to_string()

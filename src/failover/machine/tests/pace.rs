@@ -307,3 +307,41 @@ fn two_providers() -> Vec<Value> {
         model("b", "m1", false, 128_000),
     ]
 }
+
+/// Issue 31: a 5xx from an endpoint that was already failing (this request was its probe, or
+/// another run found it down) is an outage, not a blip: no immediate retry there, one request
+/// per cooldown.
+#[test]
+fn a_5xx_from_an_endpoint_already_failing_is_not_retried_there() {
+    let mut health = Health::default();
+    health.apply(
+        &Delta::Failure {
+            at: 9_000_000,
+            key: "a@http://127.0.0.1:9/a/v1".into(),
+            scope: Scope::Endpoint,
+            class: FailureClass::Endpoint,
+            error: "503".into(),
+        },
+        1.0,
+    );
+    let mut h = H::new(health, vec![]);
+    // Its 10 s cooldown ended long ago: half-open, the request is the probe.
+    let sent = h.start(model("a", "m1", false, 128_000), two_providers());
+    h.ok_prompt(&sent);
+    let e503 = r#"503: {"message":"The engine is currently overloaded","type":"server_error"}"#;
+    h.fail_settled(e503);
+    let sent = h.sent();
+    h.complete_redispatch(sent);
+    h.answer("ok");
+    assert_eq!(answered_by(&h), "b/m1 ok");
+    assert_eq!(
+        h.commands()[2..],
+        [
+            "prompt",
+            "get_fork_messages",
+            "fork",
+            "set_model b/m1",
+            "prompt"
+        ]
+    );
+}
