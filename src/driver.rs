@@ -233,21 +233,11 @@ impl Session {
         let mut attempts = machine.attempts().to_vec();
         if let Some(mut open) = machine.open_attempt(now) {
             // The request was sent; say how it ended even though no model verdict exists.
-            let silent = machine
-                .silent_for(now)
-                .filter(|_| stop == Some(Stop::Deadline));
             let (class, matched) = match stop {
-                Some(Stop::Deadline) if silent.is_some() => (
-                    FailureClass::UserAbort,
-                    crate::failover::classify::SILENT_MARKER,
-                ),
                 Some(Stop::Deadline) => (FailureClass::UserAbort, "timeout"),
                 Some(_) => (FailureClass::UserAbort, "interrupted"),
                 None => (FailureClass::Unknown, "run ended"),
             };
-            if let Some(ms) = silent {
-                open.error = Some(format!("no response in {}", crate::pace::secs(ms)));
-            }
             open.failure = Some(Classification {
                 class,
                 scope: Scope::Round,

@@ -69,10 +69,6 @@ pub const WATCHDOG_MARKER: &str = "watchdog";
 /// still to try.
 pub const SHARE_MARKER: &str = "deadline share";
 
-/// The marker of the attempt still waiting for its first response when `--timeout-ms` passed
-/// (exit 124's hint names it as still silent).
-pub const SILENT_MARKER: &str = "timeout, still silent";
-
 impl Classification {
     /// The attempt was cut for silence: by a watchdog, or at its share of the deadline.
     pub fn silence(&self) -> bool {

@@ -183,6 +183,9 @@ pub struct Attempt {
     /// The text of an answer cut at the output limit ([`FailureClass::Truncated`]): never
     /// printed as an answer, shown only in `--json`.
     pub partial: Option<String>,
+    /// The attempt was still waiting for its first response when the run ended without
+    /// judging it (the deadline): how long it had waited (exit 124's hint names it).
+    pub silent_ms: Option<u64>,
 }
 
 /// What a progress line is about, so each mode shows what matters to it: a single run shows

@@ -2,7 +2,7 @@
 //! still silent when it did, for `--json` and stderr alike. Pure: read from the job's attempts.
 
 use super::record::RetryRecord;
-use crate::failover::classify::{FailureClass, SILENT_MARKER};
+use crate::failover::classify::FailureClass;
 use crate::job::Ended;
 
 /// The hint of a job whose `--timeout-ms` passed: a longer deadline, or a later run, could
@@ -15,11 +15,11 @@ pub fn hint(ended: &Ended) -> RetryRecord {
     for a in &ended.attempts {
         let Some(f) = &a.failure else { continue };
         let model = a.model.to_string();
-        if f.matched == SILENT_MARKER {
-            silent_words.push(match &a.error {
-                Some(e) => format!("{model} was still silent ({e})"),
-                None => format!("{model} was still silent"),
-            });
+        if let Some(ms) = a.silent_ms.filter(|_| f.class == FailureClass::UserAbort) {
+            silent_words.push(format!(
+                "{model} was still silent (no response in {})",
+                crate::pace::secs(ms)
+            ));
             silent.push(model);
         } else if f.class != FailureClass::UserAbort {
             let how = a

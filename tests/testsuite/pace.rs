@@ -306,8 +306,9 @@ fn a_recovered_primary_gets_the_batch_back_after_its_probe(v: &str) {
             Behaviour::Ok,
         )],
     );
-    env.llm.script("b", "m", vec![Behaviour::Ok.delayed(150)]);
-    let jobs: String = (0..40)
+    // Slow enough that the batch outlasts the outage, however busy the machine.
+    env.llm.script("b", "m", vec![Behaviour::Ok.delayed(300)]);
+    let jobs: String = (0..60)
         .map(|i| format!("{{\"id\":\"j{i}\",\"prompt\":\"Summarise {i}.\"}}\n"))
         .collect();
     let out = env.run_stdin(

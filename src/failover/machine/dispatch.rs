@@ -213,6 +213,7 @@ impl Machine {
             usage: self.attempt.close(),
             capacity_signal: false,
             partial: None,
+            silent_ms: None,
         });
         self.finish(now, Outcome::Answer { text, model });
     }

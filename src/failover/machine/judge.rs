@@ -172,6 +172,7 @@ impl Machine {
             duration_ms,
             usage: self.attempt.close(),
             capacity_signal: false,
+            silent_ms: None,
         });
         self.open_breaker(now, model, &keys, &verdict, raw);
         // The probe is over whatever it proved: a lease this run holds on one of the model's

@@ -249,6 +249,7 @@ impl Machine {
             usage: self.attempt.usage(),
             capacity_signal: false,
             partial: None,
+            silent_ms: self.silent_for(now),
         })
     }
 

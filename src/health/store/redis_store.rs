@@ -42,7 +42,7 @@ use std::time::Duration;
 use redis::Value;
 
 use self::conn::{Conn, ConnectError, server_error_text};
-use self::layout::{KeySpace, Write};
+use self::layout::{BATCH, KeySpace, Write};
 use self::reply::{bytes, getrange, int, scan_index};
 use self::url::Addr;
 use super::api::{Check, Claim, HealthStore, Loaded, StoreError, claim_for};
@@ -63,8 +63,6 @@ pub const DEFAULT_CONTENTION_WAIT: Duration = Duration::from_secs(5);
 const MAX_ATTEMPTS: u32 = 500;
 /// Most keys read from one index set (a set grown by someone else must not grow our memory).
 const MAX_INDEX_READ: usize = 4 * MAX_RECORDS_PER_SCOPE;
-/// Keys per `WATCH`, `SSCAN` and `DEL` command.
-const BATCH: usize = 1000;
 
 /// The Redis store of one health URL and prefix. Cheap to create; connects on first use.
 pub struct RedisStore {

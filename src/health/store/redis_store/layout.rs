@@ -28,6 +28,8 @@ use crate::health::{BREAKER_SCOPES, Health, Record, SWITCH_LOG_LEN, SwitchEntry}
 
 /// Layout version, part of every key name.
 pub const LAYOUT: &str = "v1:";
+/// Keys per `WATCH`, `SSCAN` and `DEL` command.
+pub const BATCH: usize = 1000;
 /// A stored record longer than this is not ours (ours are well under 2 KiB): read at most this
 /// much and treat a full read as corrupt.
 pub const MAX_VALUE_BYTES: usize = 64 * 1024;

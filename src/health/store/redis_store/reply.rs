@@ -4,8 +4,7 @@
 
 use redis::Value;
 
-use super::BATCH;
-use super::layout::MAX_VALUE_BYTES;
+use super::layout::{BATCH, MAX_VALUE_BYTES};
 
 /// An `SSCAN` reply as (next cursor, members); anything else (an error for a key of the wrong
 /// type) is an empty last page.
