@@ -148,11 +148,7 @@ fn answered(stdout: &str) -> (usize, usize) {
         .collect();
     let primary = ok
         .iter()
-        .filter(|v| {
-            v["model"]
-                .as_str()
-                .is_some_and(|m| m.starts_with(&format!("{}/", PRIMARY.0)))
-        })
+        .filter(|v| v["model"]["provider"] == PRIMARY.0)
         .count();
     (ok.len(), primary)
 }
@@ -351,7 +347,10 @@ fn silent_primary_inside_a_deadline(runs: &[(&str, &Path)]) {
     let served = |p: &Proc| {
         serde_json::from_str::<serde_json::Value>(p.stdout.trim())
             .ok()
-            .and_then(|v| v["model"].as_str().map(str::to_string))
+            .and_then(|v| {
+                let m = &v["model"];
+                Some(format!("{}/{}", m["provider"].as_str()?, m["id"].as_str()?))
+            })
             .unwrap_or_else(|| "—".to_string())
     };
     let llm = server(vec![one_second()]);
@@ -386,6 +385,15 @@ fn silent_primary_inside_a_deadline(runs: &[(&str, &Path)]) {
     }
 }
 
+/// A ~1.2 s answer (the 60-job batch took 37 s at `--jobs 2`).
+fn answer_1200() -> Behaviour {
+    Behaviour::Paced {
+        first_ms: 50,
+        tokens: 24,
+        gap_ms: 50,
+    }
+}
+
 fn primary_that_recovers(runs: &[(&str, &Path)]) {
     println!(
         "\n4. 60 jobs, --jobs 2, the primary answering 503 for the first 20 s (load {})\n",
@@ -395,7 +403,7 @@ fn primary_that_recovers(runs: &[(&str, &Path)]) {
         "| run | answered | wall time | vs a healthy primary | to the primary ≥ 10 s after it recovered | target ≥ 80% | requests to it while down |"
     );
     println!("|---|---|---|---|---|---|---|");
-    let base = batch(runs[0].1, &server(vec![one_second()]), 60, 2, &[]);
+    let base = batch(runs[0].1, &server(vec![answer_1200()]), 60, 2, &[]);
     let (ok, _) = answered(&base.stdout);
     println!(
         "| healthy primary (baseline) | {ok}/60 | {:.1} s | 1.00× | — | — | — |",
@@ -403,7 +411,7 @@ fn primary_that_recovers(runs: &[(&str, &Path)]) {
     );
     for (label, bin) in runs {
         let llm = FakeLlm::start();
-        llm.script(BACKUP.1, "*", vec![one_second()]);
+        llm.script(BACKUP.1, "*", vec![answer_1200()]);
         // The 20 s count from the batch's first request (Pi's start-up left out).
         let down = Duration::from_secs(20);
         let started = Instant::now();
@@ -425,7 +433,7 @@ fn primary_that_recovers(runs: &[(&str, &Path)]) {
                     std::thread::sleep(Duration::from_millis(5));
                 };
                 std::thread::sleep((first + down).saturating_duration_since(Instant::now()));
-                llm.script_cycle(PRIMARY.1, "*", vec![one_second()]);
+                llm.script_cycle(PRIMARY.1, "*", vec![answer_1200()]);
                 *recovery.lock().expect("lock") = Some(Instant::now());
             });
             let argv: Vec<String> = [
@@ -454,10 +462,13 @@ fn primary_that_recovers(runs: &[(&str, &Path)]) {
         } else {
             after.iter().filter(|r| r.route == PRIMARY.1).count() as f64 / after.len() as f64
         };
-        let while_down = requests
+        let first = requests.first().map_or(started, |r| r.at);
+        let down_at: Vec<String> = requests
             .iter()
             .filter(|r| r.route == PRIMARY.1 && r.at < recovered)
-            .count();
+            .map(|r| format!("{:.1}", r.at.saturating_duration_since(first).as_secs_f64()))
+            .collect();
+        let while_down = format!("{} (at {} s)", down_at.len(), down_at.join(", "));
         println!(
             "| {label} | {ok}/60 | {:.1} s | {:.2}× | {:.0}% of {} | {} | {while_down} |",
             m.wall.as_secs_f64(),

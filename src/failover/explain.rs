@@ -115,8 +115,8 @@ pub struct Cooldown {
     /// The first cooldowns in a row, each after one more failed probe (scaled by
     /// `CCSWITCH_COOLDOWN_SCALE`), up to the cap.
     pub steps_ms: Vec<u64>,
-    /// For people: `endpoint (5xx, resets, silence) 10s, doubling while its probes fail to
-    /// 2m00s, then to 30m00s`.
+    /// For people: `endpoint (5xx, resets, silence) 10s, growing by half while its probes fail
+    /// to 2m00s, then doubling to 30m00s`.
     pub text: String,
 }
 
@@ -152,7 +152,8 @@ pub fn cooldowns(scale: f64) -> Vec<Cooldown> {
     let short_cap = ((ENDPOINT_SHORT_CAP_MS as f64) * scale.clamp(0.0, 1.0)).round() as u64;
     let endpoint_text = match (endpoint.first(), endpoint.last()) {
         (Some(first), Some(last)) => format!(
-            "endpoint (5xx, resets, silence) {}, doubling while its probes fail to {}, then to {}",
+            "endpoint (5xx, resets, silence) {}, growing by half while its probes fail to {}, \
+             then doubling to {}",
             human_ms(*first),
             human_ms(short_cap),
             human_ms(*last)

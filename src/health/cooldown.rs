@@ -55,22 +55,28 @@ pub fn cooldown_base_and_cap(class: FailureClass) -> Option<(u64, u64)> {
 
 /// The first endpoint cooldown: a blip costs this much of the backup.
 pub const ENDPOINT_FIRST_MS: u64 = 10_000;
-/// Where the short endpoint cooldowns stop doubling on their own and the class's old windows
-/// (2 min, doubling to 30 min) take over.
+/// Where the short endpoint cooldowns stop growing by half and the class's old windows (2 min,
+/// doubling to 30 min) take over.
 pub const ENDPOINT_SHORT_CAP_MS: u64 = 2 * MIN;
 
 /// An endpoint breaker's cooldown after its `consecutive`-th failed probe in a row (1-based):
-/// 10 s, 20 s, 40 s, 80 s, then 2 min, 4 min, 8 min, 16 min, 30 min (the cap). The first four
-/// are the fast failback; from the fifth on a provider that stays down is probed as before.
+/// 10 s, growing by half while its probes fail — 15 s, 22.5 s, 34 s, 51 s, 76 s, 114 s — to 2 min,
+/// then doubling as before (4, 8, 16 min) to the class's cap, 30 min. The short steps are the
+/// fast failback: an outage of `D` seconds is noticed over at most about `D / 2` after it ends,
+/// where doubling would take up to `D`; a provider that stays down still costs one probe per
+/// cooldown, the cooldowns growing to the old windows.
 pub fn endpoint_cooldown_ms(consecutive: u32) -> u64 {
-    let n = consecutive.max(1);
-    let short_steps = (ENDPOINT_SHORT_CAP_MS / ENDPOINT_FIRST_MS).ilog2(); // 10 s · 2^3 = 80 s < 2 min
-    if n <= short_steps + 1 {
-        return (ENDPOINT_FIRST_MS << (n - 1)).min(ENDPOINT_SHORT_CAP_MS);
-    }
     let (_, cap) = cooldown_base_and_cap(FailureClass::Endpoint).unwrap_or((0, 30 * MIN));
-    let shift = (n - short_steps - 2).min(32);
-    ENDPOINT_SHORT_CAP_MS.saturating_mul(1u64 << shift).min(cap)
+    let mut ms = ENDPOINT_FIRST_MS;
+    // Bounded: the cap is reached after a dozen steps.
+    for _ in 1..consecutive.min(64) {
+        ms = if ms < ENDPOINT_SHORT_CAP_MS {
+            (ms * 3 / 2).min(ENDPOINT_SHORT_CAP_MS)
+        } else {
+            ms.saturating_mul(2).min(cap)
+        };
+    }
+    ms
 }
 
 /// Cooldown length after the `consecutive`-th failure in a row (1-based): base · 2^(n−1), capped
@@ -109,8 +115,8 @@ mod tests {
         assert_eq!(c(FailureClass::RateLimit, 1), 5 * MIN);
         assert_eq!(c(FailureClass::RateLimit, 10), 24 * HOUR);
         assert_eq!(c(FailureClass::Endpoint, 1), 10_000);
-        assert_eq!(c(FailureClass::Endpoint, 5), 2 * MIN);
-        assert_eq!(c(FailureClass::Endpoint, 9), 30 * MIN);
+        assert_eq!(c(FailureClass::Endpoint, 8), 2 * MIN);
+        assert_eq!(c(FailureClass::Endpoint, 12), 30 * MIN);
         assert_eq!(c(FailureClass::Model, 1), 15 * MIN);
         assert_eq!(c(FailureClass::Model, 4), 2 * HOUR);
         assert_eq!(c(FailureClass::ContentPolicy, 3), 2 * MIN);
@@ -119,16 +125,16 @@ mod tests {
         assert_eq!(cooldown_ms(FailureClass::UserAbort, 1, 1.0), None);
     }
 
-    /// Issue 31: endpoint breakers start at 10 s and double to the old 2 minutes, then the old
-    /// windows (doubling to 30 min) for a provider that stays down.
+    /// Issue 31: endpoint breakers start at 10 s and grow by half to the old 2 minutes, then
+    /// the old windows (doubling to 30 min) for a provider that stays down.
     #[test]
     fn endpoint_cooldowns_start_short_and_grow_to_the_old_windows() {
-        let curve: Vec<u64> = (0..=11).map(endpoint_cooldown_ms).collect();
+        let curve: Vec<u64> = (0..=13).map(endpoint_cooldown_ms).collect();
         assert_eq!(
             curve,
             [
-                10_000, 10_000, 20_000, 40_000, 80_000, 120_000, 240_000, 480_000, 960_000,
-                1_800_000, 1_800_000, 1_800_000
+                10_000, 10_000, 15_000, 22_500, 33_750, 50_625, 75_937, 113_905, 120_000, 240_000,
+                480_000, 960_000, 1_800_000, 1_800_000
             ]
         );
         assert_eq!(endpoint_cooldown_ms(u32::MAX), 30 * MIN);

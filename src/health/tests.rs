@@ -165,13 +165,13 @@ fn consecutive_failures_double_the_cooldown() {
         1.0,
     );
     fail(&mut h, 51_000);
-    assert_eq!(h.endpoints["e"].cooldown_until, Some(51_000 + 20_000));
+    assert_eq!(h.endpoints["e"].cooldown_until, Some(51_000 + 15_000));
     assert_eq!(h.endpoints["e"].consecutive_failures, 2);
     assert_eq!(h.endpoints["e"].lease_until, None);
 }
 
 /// Issue 31: a provider down for good is probed once per cooldown, the cooldowns growing
-/// 10 s, 20 s, … to the old windows; one success closes the breaker.
+/// 10 s, 15 s, 22.5 s, … to the old windows; one success closes the breaker.
 #[test]
 fn failed_probes_grow_endpoint_cooldowns_and_one_success_closes() {
     let m = model("a", "m1", "http://h/a");
@@ -192,7 +192,7 @@ fn failed_probes_grow_endpoint_cooldowns_and_one_success_closes() {
     fail(&mut h, 0);
     let mut cooldowns = Vec::new();
     let mut t = 0;
-    for _ in 0..9 {
+    for _ in 0..12 {
         let until = h.endpoints[&key].cooldown_until.unwrap();
         cooldowns.push(until - t);
         t = until;
@@ -209,7 +209,8 @@ fn failed_probes_grow_endpoint_cooldowns_and_one_success_closes() {
     assert_eq!(
         cooldowns,
         [
-            10_000, 20_000, 40_000, 80_000, 120_000, 240_000, 480_000, 960_000, 1_800_000
+            10_000, 15_000, 22_500, 33_750, 50_625, 75_937, 113_905, 120_000, 240_000, 480_000,
+            960_000, 1_800_000
         ]
     );
     h.apply(

@@ -291,7 +291,7 @@ fn exit_124_says_what_was_tried_and_what_was_still_silent(v: &str) {
     env.assert_no_orphans();
 }
 
-/// GLM answers 503 for its first 3 s, with cooldowns at a tenth (1 s, 2 s, …): while it is
+/// GLM answers 503 for its first 3 s, with cooldowns at a tenth (1 s, 1.5 s, …): while it is
 /// down it gets at most one probe per cooldown besides the jobs in flight when it failed, and
 /// once a probe answers the batch's new jobs go back to it.
 fn a_recovered_primary_gets_the_batch_back_after_its_probe(v: &str) {
@@ -331,7 +331,7 @@ fn a_recovered_primary_gets_the_batch_back_after_its_probe(v: &str) {
         .iter()
         .filter(|r| r.route == "a" && r.behaviour == Behaviour::Status503)
         .collect();
-    // Two jobs in flight when it failed, then one probe per cooldown (1 s, 2 s): a handful, not
+    // Two jobs in flight when it failed, then one probe per cooldown (1 s, 1.5 s): a handful, not
     // one per job.
     assert!(
         (1..=5).contains(&down.len()),
@@ -394,7 +394,7 @@ fn status_and_explain_show_the_pace_the_watchdogs_and_the_cooldowns(v: &str) {
         .assert_stdout_contains("watchdogs: first response 90 s (the ceiling: no pace yet")
         .assert_stdout_contains("for a first response (its share of the")
         .assert_stdout_contains("left: 2 other candidates)")
-        .assert_stdout_contains("cooldowns: endpoint (5xx, resets, silence) 10s, doubling while its probes fail to 2m00s, then to 30m00s");
+        .assert_stdout_contains("cooldowns: endpoint (5xx, resets, silence) 10s, growing by half while its probes fail to 2m00s, then doubling to 30m00s");
     let j = env
         .run([
             "--explain",
