@@ -1,13 +1,13 @@
 //! The one reader of `PROVIDER=VALUE[,PROVIDER=VALUE…]` lists (`--max-inflight`,
 //! `CCSWITCH_MAX_INFLIGHT`, `--max-cost`): comma-separated items, each `PROVIDER=VALUE` split
-//! at its first `=`, or a bare `VALUE` where the flag allows one. What a value may be, and
-//! whether blanks around an item are part of it, is each flag's own rule (see
-//! `capacity::caps` and `budget`). Pure.
+//! at its first `=`, or a bare `VALUE` where the flag allows one. Blanks around an item, a
+//! provider or a value are never part of it, for every flag alike (`zai = 5, 20`); what a
+//! value may be is each flag's own rule (see `capacity::caps` and `budget`). Pure.
 
 /// One item of a list, with the text it was read from (for messages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListItem<'a> {
-    /// The item as written.
+    /// The item as written, without the blanks around it.
     pub text: &'a str,
     /// The part before the first `=`; `None` for a bare value.
     pub provider: Option<&'a str>,
@@ -16,11 +16,11 @@ pub struct ListItem<'a> {
 
 /// The items of `list`, in order (an empty list has one empty item).
 pub fn items(list: &str) -> impl Iterator<Item = ListItem<'_>> {
-    list.split(',').map(|text| match text.split_once('=') {
+    list.split(',').map(str::trim).map(|text| match text.split_once('=') {
         Some((provider, value)) => ListItem {
             text,
-            provider: Some(provider),
-            value,
+            provider: Some(provider.trim()),
+            value: value.trim(),
         },
         None => ListItem {
             text,
@@ -51,9 +51,9 @@ mod tests {
                     value: "5"
                 },
                 ListItem {
-                    text: " a = b=c",
-                    provider: Some(" a "),
-                    value: " b=c"
+                    text: "a = b=c",
+                    provider: Some("a"),
+                    value: "b=c"
                 },
                 ListItem {
                     text: "",
