@@ -39,6 +39,7 @@ pub mod lockfile;
 pub mod manage;
 pub mod news;
 pub mod output;
+pub mod pace;
 pub mod pi_stderr;
 pub mod provider_list;
 pub mod reaper;

@@ -3,6 +3,7 @@
 //! A closed stdout (`| head`) is not an error: the reader has what it wanted. stderr lines are
 //! `console`'s.
 
+mod deadline;
 pub mod record;
 
 use std::io::{self, Write};
@@ -12,11 +13,10 @@ use serde_json::{Value, json};
 use crate::exit::Exit;
 use crate::failover::Outcome;
 use crate::failover::explain::Explanation;
-use crate::failover::reopen::RetryHint;
 use crate::failover::reopen::human_ms;
 use crate::job::{Ended, JobEnd, PiLoss, Stop, Unprepared};
 use crate::signals::Interrupt;
-pub use record::{JobFields, ResultRecord, Warning};
+pub use record::{JobFields, ResultRecord, RetryRecord, Warning};
 
 /// Prints the final answer: trimmed, one trailing newline; on a terminal without the escape
 /// sequences and control characters a model could use to act on it (`answer::for_terminal`).
@@ -78,10 +78,12 @@ pub fn exit_of(end: &JobEnd) -> Exit {
     }
 }
 
-/// The retry hint of an exhausted job.
-pub fn retry_of(end: &JobEnd) -> Option<&RetryHint> {
-    match end {
-        JobEnd::Machine(Outcome::Exhausted { retry, .. }) => Some(retry),
+/// The retry hint of an exhausted job, or of one whose deadline passed (what was tried, what
+/// was still silent: see [`deadline::hint`]).
+pub fn retry_of(ended: &Ended) -> Option<RetryRecord> {
+    match &ended.end {
+        JobEnd::Machine(Outcome::Exhausted { retry, .. }) => Some(RetryRecord::of(retry)),
+        JobEnd::Stopped(Stop::Deadline) => Some(deadline::hint(ended)),
         _ => None,
     }
 }
@@ -210,7 +212,7 @@ pub fn record_of(ended: &Ended, warnings: Vec<Warning>) -> ResultRecord {
         ended,
         exit_of(&ended.end),
         end_message(ended),
-        retry_of(&ended.end),
+        retry_of(ended),
         warnings,
     )
 }
@@ -261,12 +263,15 @@ pub fn explanation_text(e: &Explanation, thinking_source: &str, attachments: &In
         ));
     }
     out.push_str(&format!(
-        "watchdogs: first response {}, stall {}; failover round window {}; deadline {}\n",
+        "watchdogs: first response {}, stall {} (the ceilings: a model with a pace gets its own \
+         limits below them); failover round window {}; deadline {}\n",
         human_ms(e.first_response_ms),
         human_ms(e.stall_ms),
         human_ms(e.round_limit_ms),
         e.deadline_ms.map_or("none".to_string(), human_ms),
     ));
+    let cooldowns: Vec<&str> = e.cooldowns.iter().map(|c| c.text.as_str()).collect();
+    out.push_str(&format!("cooldowns: {}\n", cooldowns.join("; ")));
     out.push_str(&format!(
         "when every candidate is cooling down: {}\n",
         if e.wait {
@@ -292,6 +297,26 @@ pub fn explanation_text(e: &Explanation, thinking_source: &str, attachments: &In
                 c.model,
                 c.reason
             ));
+            // Its pace and the watchdogs it would run under (issue 31).
+            if let Some(p) = &c.pace {
+                out.push_str(&format!("      pace: {}\n", p.text));
+            }
+            if let Some(w) = &c.watchdogs {
+                out.push_str(&format!(
+                    "      watchdogs: first response {}, stall {}\n",
+                    w.first_response, w.stall
+                ));
+            }
+            if let (Some(ms), Some(left)) = (c.first_response_share_ms, e.deadline_ms) {
+                let others = e.candidates.len().saturating_sub(1);
+                out.push_str(&format!(
+                    "      may wait {} for a first response (its share of the {} left: {others} \
+                     other candidate{})\n",
+                    crate::pace::secs(ms),
+                    crate::pace::secs(left),
+                    if others == 1 { "" } else { "s" }
+                ));
+            }
         }
     }
     if !e.excluded.is_empty() {
@@ -324,7 +349,7 @@ pub fn job_note(label: &str, number: u64, ended: &Ended, worker: usize) -> Strin
     let code = exit_of(&ended.end).code();
     match end_message(ended) {
         Some(e) => {
-            let retry = retry_of(&ended.end)
+            let retry = retry_of(ended)
                 .map(|r| format!("; retry: {}", r.reason))
                 .unwrap_or_default();
             format!("{who}: exit {code}: {e}{retry}")

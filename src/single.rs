@@ -200,7 +200,7 @@ fn deliver(
     if let Some(err) = output::end_message(ended) {
         console.error_line(&err);
     }
-    if let Some(hint) = output::retry_of(&ended.end) {
+    if let Some(hint) = output::retry_of(ended) {
         console.error_line(&format!("retry: {}", hint.reason));
     }
     let written = match &ended.end {

@@ -348,6 +348,7 @@ impl Batch {
                                 &done.capacity_signals,
                                 done.capacity_wait_ms,
                             );
+                            tally.record_silence(&done.silence_cuts);
                             if shared.ordered {
                                 order.push(done.index, Some(done.line));
                                 shared.print_ready(&mut order, &sink).await;
@@ -436,6 +437,9 @@ impl Batch {
             })
             .collect();
         if let Some(line) = tally.capacity_line(&limits) {
+            console.progress_line(&line);
+        }
+        if let Some(line) = tally.silence_line() {
             console.progress_line(&line);
         }
         // Last: what will fail the same way every night until its input changes.
@@ -691,6 +695,7 @@ mod tests {
             config: crate::failover::Config {
                 first_response: Duration::from_secs(1),
                 stall: Duration::from_secs(1),
+                watchdog_floor: Duration::from_secs(1),
                 round_limit: Duration::from_secs(1),
                 cooldown_scale: 1.0,
                 models_scope: None,

@@ -32,6 +32,9 @@ pub struct BatchTally {
     providers: BTreeMap<String, ProviderTally>,
     /// Time jobs spent waiting for a capacity slot, summed.
     capacity_wait_ms: u64,
+    /// Per provider: attempts cut for silence (a watchdog or the deadline's share; bounded
+    /// like `models`).
+    silence_cuts: BTreeMap<String, u64>,
     /// The jobs that failed in their own input, this run or before it (named at the end).
     permanent: Permanent,
 }
@@ -125,6 +128,35 @@ impl BatchTally {
             }
         }
         self.capacity_wait_ms = self.capacity_wait_ms.saturating_add(waited_ms);
+    }
+
+    /// The providers of a finished job's attempts that were cut for silence, one entry each.
+    pub fn record_silence(&mut self, providers: &[String]) {
+        for p in providers {
+            if let Some(n) = self.silence_cuts.get_mut(p) {
+                *n += 1;
+            } else if self.silence_cuts.len() < MAX_MODELS {
+                self.silence_cuts.insert(p.clone(), 1);
+            }
+        }
+    }
+
+    /// `batch: attempts cut for silence: glm 3, qwen 1` (`None` when none was): how often a
+    /// provider's silence, far outside its own pace or past its share of a deadline, cost an
+    /// attempt (issue 31).
+    pub fn silence_line(&self) -> Option<String> {
+        if self.silence_cuts.is_empty() {
+            return None;
+        }
+        let parts: Vec<String> = self
+            .silence_cuts
+            .iter()
+            .map(|(p, n)| format!("{p} {n}"))
+            .collect();
+        Some(format!(
+            "batch: attempts cut for silence (no first response or a stalled stream): {}",
+            parts.join(", ")
+        ))
     }
 
     /// The capacity line of the summary: per provider the answers, the capacity signals and
@@ -325,6 +357,26 @@ pub fn budget_line(why: &OverBudget, left: u64, exact: bool, durable: bool) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_silence_line_counts_cut_attempts_per_provider() {
+        let mut t = BatchTally::default();
+        assert_eq!(t.silence_line(), None);
+        t.record_silence(&["zhipu".into(), "zhipu".into()]);
+        t.record_silence(&[]);
+        t.record_silence(&["deepseek".into()]);
+        assert_eq!(
+            t.silence_line().as_deref(),
+            Some(
+                "batch: attempts cut for silence (no first response or a stalled stream): \
+                 deepseek 1, zhipu 2"
+            )
+        );
+        for i in 0..200 {
+            t.record_silence(&[format!("p{i}")]);
+        }
+        assert_eq!(t.silence_cuts.len(), MAX_MODELS, "bounded");
+    }
 
     #[test]
     fn the_capacity_line_counts_per_provider_with_the_final_limits() {

@@ -105,6 +105,8 @@ pub struct Done {
     /// The provider of each attempt refused for capacity.
     pub capacity_signals: Vec<String>,
     pub capacity_wait_ms: u64,
+    /// The provider of each attempt cut for silence (a watchdog, or its share of the deadline).
+    pub silence_cuts: Vec<String>,
 }
 
 /// How a job ended for the batch.
@@ -299,6 +301,16 @@ impl Worker {
                 .map(|a| a.model.provider().to_string())
                 .collect(),
             capacity_wait_ms: ended.capacity_wait_ms,
+            silence_cuts: ended
+                .attempts
+                .iter()
+                .filter(|a| {
+                    a.failure
+                        .as_ref()
+                        .is_some_and(crate::failover::classify::Classification::silence)
+                })
+                .map(|a| a.model.provider().to_string())
+                .collect(),
         }
     }
 
@@ -470,6 +482,7 @@ fn invalid_line(index: usize, number: u64, invalid: &Invalid, line_hash: u64) ->
         failed_classes: Vec::new(),
         capacity_signals: Vec::new(),
         capacity_wait_ms: 0,
+        silence_cuts: Vec::new(),
     }
 }
 

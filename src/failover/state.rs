@@ -17,8 +17,11 @@ use crate::rpc::{Command, Incoming, Usage};
 /// Tunables, from settings and the command line.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The watchdogs' ceilings, and their values while a model has no pace yet.
     pub first_response: Duration,
     pub stall: Duration,
+    /// The least a watchdog derived from a model's pace may be (`CCSWITCH_WATCHDOG_FLOOR_MS`).
+    pub watchdog_floor: Duration,
     pub round_limit: Duration,
     /// 1.0 = SPEC cooldowns; smaller values shrink them (tests).
     pub cooldown_scale: f64,
@@ -180,6 +183,9 @@ pub struct Attempt {
     /// The text of an answer cut at the output limit ([`FailureClass::Truncated`]): never
     /// printed as an answer, shown only in `--json`.
     pub partial: Option<String>,
+    /// The attempt was still waiting for its first response when the run ended without
+    /// judging it (the deadline): how long it had waited (exit 124's hint names it).
+    pub silent_ms: Option<u64>,
 }
 
 /// What a progress line is about, so each mode shows what matters to it: a single run shows

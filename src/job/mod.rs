@@ -126,6 +126,7 @@ pub fn failover_config(
     failover::Config {
         first_response: settings.first_response,
         stall: settings.stall,
+        watchdog_floor: settings.watchdog_floor,
         round_limit: settings.round_limit,
         cooldown_scale: settings.cooldown_scale,
         models_scope: inv.models_scope.clone(),

@@ -95,6 +95,25 @@ pub struct RetryRecord {
     pub could_help: bool,
     pub retry_after_ms: Option<u64>,
     pub reason: String,
+    /// Exit 124: the models tried before the deadline passed (issue 31).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tried: Vec<String>,
+    /// Exit 124: the models still silent (no response yet) when it passed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub silent: Vec<String>,
+}
+
+impl RetryRecord {
+    /// The record of an exhausted run's hint (nothing tried or silent to list).
+    pub fn of(hint: &RetryHint) -> RetryRecord {
+        RetryRecord {
+            could_help: hint.could_help,
+            retry_after_ms: hint.retry_after_ms,
+            reason: hint.reason.clone(),
+            tried: Vec::new(),
+            silent: Vec::new(),
+        }
+    }
 }
 
 /// A warning about the run, for scripts: a stable `code`, the model it is about, and the
@@ -138,7 +157,7 @@ impl ResultRecord {
         ended: &Ended,
         exit: Exit,
         message: Option<String>,
-        retry: Option<&RetryHint>,
+        retry: Option<RetryRecord>,
         warnings: Vec<Warning>,
     ) -> ResultRecord {
         let attempts = ended
@@ -195,9 +214,8 @@ impl ResultRecord {
             exit_code: exit.code(),
             error: message.as_deref().map(redact),
             retry: retry.map(|r| RetryRecord {
-                could_help: r.could_help,
-                retry_after_ms: r.retry_after_ms,
                 reason: redact(&r.reason),
+                ..r
             }),
             permanent: ended.permanent(),
             warnings,

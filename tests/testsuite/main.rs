@@ -24,6 +24,7 @@ mod images;
 mod layout;
 mod model_selection;
 mod npm;
+mod pace;
 mod pi_faults;
 mod quota;
 mod records;

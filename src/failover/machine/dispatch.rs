@@ -196,6 +196,7 @@ impl Machine {
             at: now.wall_ms,
             keys,
         });
+        self.learn_pace(now, &model);
         for breaker in closing {
             self.note(
                 Note::Breaker,
@@ -212,6 +213,7 @@ impl Machine {
             usage: self.attempt.close(),
             capacity_signal: false,
             partial: None,
+            silent_ms: None,
         });
         self.finish(now, Outcome::Answer { text, model });
     }

@@ -43,6 +43,14 @@ impl Machine {
             return Plan::SlowDown;
         }
         let class = verdict.class;
+        // Issue 31: an endpoint already failing (another run's failure, a failed probe) is down,
+        // not having a blip: no retry there; one request per cooldown is its probe.
+        let endpoint_failing = self
+            .shared
+            .health()
+            .records(crate::health::Scope::Endpoint)
+            .and_then(|m| m.get(&Keys::of(current).endpoint))
+            .is_some_and(|r| r.consecutive_failures > 0);
         self.record_failure(now, current, verdict.clone(), error);
         if class == FailureClass::UserAbort {
             return Plan::Exhaust(Exhaustion::Interrupted);
@@ -53,7 +61,10 @@ impl Machine {
         // A one-off 5xx gets one immediate retry on the same model.
         let is_5xx = class == FailureClass::Endpoint
             && verdict.status.is_some_and(|s| (500..600).contains(&s));
-        if is_5xx && !self.budget.capped(&current.provider) && self.round.retry_same(&current.key())
+        if is_5xx
+            && !endpoint_failing
+            && !self.budget.capped(&current.provider)
+            && self.round.retry_same(&current.key())
         {
             return Plan::RetrySame;
         }
@@ -161,6 +172,7 @@ impl Machine {
             duration_ms,
             usage: self.attempt.close(),
             capacity_signal: false,
+            silent_ms: None,
         });
         self.open_breaker(now, model, &keys, &verdict, raw);
         // The probe is over whatever it proved: a lease this run holds on one of the model's

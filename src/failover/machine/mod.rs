@@ -74,6 +74,7 @@ mod capacity;
 mod dispatch;
 mod dispatch_state;
 mod judge;
+mod pacing;
 mod pi_view;
 mod request;
 mod round;
@@ -82,6 +83,7 @@ mod slot;
 mod start;
 mod tally;
 mod timers;
+mod watch;
 mod wire;
 
 use attempt::AttemptState;
@@ -93,7 +95,7 @@ use round::Round;
 use shared_view::SharedView;
 use slot::SlotState;
 use tally::Tally;
-use timers::{Timer, TimerTable, Watchdog};
+use timers::{Timer, TimerTable};
 pub use wire::RESPONSE_TIMEOUT;
 use wire::Wire;
 
@@ -130,6 +132,10 @@ pub struct Machine {
     /// The decision taken on Pi's auto-retry, carried out once Pi settles.
     plan: Option<Plan>,
     interrupted: bool,
+    /// The running attempt's watchdogs and what it measured of its pace (`watch.rs`).
+    pacing: Option<pacing::Pacing>,
+    /// What cut the attempt being judged, when a watchdog did.
+    cut: Option<pacing::Cut>,
 }
 
 impl Machine {
@@ -176,6 +182,8 @@ impl Machine {
             phase: Phase::Starting,
             plan: None,
             interrupted: false,
+            pacing: None,
+            cut: None,
         };
         if fresh {
             // Pi switches sessions asynchronously: a command sent before this answer would
@@ -241,6 +249,7 @@ impl Machine {
             usage: self.attempt.usage(),
             capacity_signal: false,
             partial: None,
+            silent_ms: self.silent_for(now),
         })
     }
 
@@ -285,7 +294,10 @@ impl Machine {
         match input {
             Input::Pi(msg) => self.on_incoming(now, msg),
             Input::HealthLoaded(health) => self.on_health_loaded(now, health),
-            Input::HealthStored { seq, health } => self.shared.merge(seq, health),
+            Input::HealthStored { seq, health } => {
+                self.shared.merge(seq, health);
+                self.rejudge(now);
+            }
             Input::HealthReloaded(health) => self.on_health_reloaded(now, health),
             Input::ProbeClaimed { granted } => self.on_probe_claimed(now, granted),
             Input::Capacity { id, reply } => self.on_capacity(now, id, reply),
@@ -300,6 +312,7 @@ impl Machine {
     /// The store's health for the start of the run (see `Options::health_pending`).
     fn on_health_loaded(&mut self, now: Now, health: Health) {
         self.shared.merge(0, health);
+        self.rejudge(now);
         if self.shared.mark_loaded() {
             self.timers.stop(Timer::HealthGrace);
             self.maybe_start(now);
@@ -309,6 +322,7 @@ impl Machine {
     /// Shared health re-read while waiting for a breaker to reopen.
     fn on_health_reloaded(&mut self, now: Now, health: Health) {
         self.shared.merge(0, health);
+        self.rejudge(now);
         if matches!(self.phase, Phase::Waiting { .. }) {
             self.wake(now);
         }
@@ -328,14 +342,10 @@ impl Machine {
                 if self.phase == Phase::Settling {
                     self.phase = Phase::Running;
                 }
-                self.timers.watch(
-                    Watchdog::FirstResponse,
-                    now.instant + self.cfg.first_response,
-                );
+                self.awaiting(now);
             }
-            Incoming::MessageStart { message } if message.role == "assistant" => {
-                self.progress(now);
-            }
+            // The assistant's `message_start` comes with the headers, not a response: only a
+            // stream event is (a provider that sends headers and then nothing is silent).
             Incoming::MessageUpdate {} => self.progress(now),
             Incoming::MessageEnd { message } if message.role == "assistant" => {
                 self.dispatch.assistant_seen();
@@ -345,7 +355,7 @@ impl Machine {
             }
             Incoming::ToolExecutionStart {} => {
                 self.attempt.tool_started();
-                self.timers.stop_watchdogs();
+                self.pause_watch();
             }
             Incoming::ToolExecutionEnd {} => {
                 let idle = self.attempt.tool_ended();
@@ -353,7 +363,7 @@ impl Machine {
                     self.progress(now);
                 }
             }
-            Incoming::CompactionStart {} => self.timers.stop_watchdogs(),
+            Incoming::CompactionStart {} => self.pause_watch(),
             Incoming::CompactionEnd {} => self.progress(now),
             Incoming::AutoRetryStart {
                 error_message,
@@ -418,6 +428,9 @@ impl Machine {
         if self.timers.expired(Timer::SlotGrace, now.instant) {
             self.admission_overdue(now);
         }
+        if self.timers.expired(Timer::PaceCheck, now.instant) {
+            self.check_pace(now);
+        }
         if matches!(self.phase, Phase::Waiting { .. }) {
             if self.timers.expired(Timer::WaitCheck, now.instant) {
                 // Checked again once the re-read health arrives.
@@ -426,23 +439,13 @@ impl Machine {
             }
             return;
         }
-        let Some((watchdog, at)) = self.timers.watchdog() else {
+        let Some((_, at)) = self.timers.watchdog() else {
             return;
         };
         if now.instant < at || !matches!(self.phase, Phase::Running | Phase::Settling) {
             return;
         }
-        let (which, ms) = match watchdog {
-            Watchdog::FirstResponse => ("no first response", self.cfg.first_response),
-            Watchdog::Stall => ("no stream progress", self.cfg.stall),
-        };
-        self.timers.stop_watchdogs();
-        self.attempt.watchdog_fired();
-        self.note(
-            Note::Detail,
-            format!("watchdog: {which} for {} ms; aborting", ms.as_millis()),
-        );
-        self.abort(now);
+        self.watchdog_fired(now);
     }
 
     /// The deadline passed or a signal arrived: abort Pi's run, never fail over.
@@ -451,7 +454,7 @@ impl Machine {
             return;
         }
         self.interrupted = true;
-        self.timers.stop_watchdogs();
+        self.stop_watch();
         match self.phase {
             Phase::Running | Phase::Settling => self.abort(now),
             _ => self.finish(now, Outcome::Aborted),
@@ -524,12 +527,7 @@ impl Machine {
                 self.phase = Phase::Running;
                 self.attempt.opened(now.instant);
                 self.round.prompted(now.instant);
-                if !self.timers.is_set(Timer::Stall) {
-                    self.timers.watch(
-                        Watchdog::FirstResponse,
-                        now.instant + self.cfg.first_response,
-                    );
-                }
+                self.start_pacing(now);
                 self.run_queue(now);
             }
             Tag::SetModel(model) => {
@@ -634,15 +632,8 @@ impl Machine {
         self.timers.is_set(Timer::Abort)
     }
 
-    fn progress(&mut self, now: Now) {
-        if self.attempt.tools_idle() && !self.interrupted && !self.aborting() {
-            self.timers
-                .watch(Watchdog::Stall, now.instant + self.cfg.stall);
-        }
-    }
-
     fn on_auto_retry(&mut self, now: Now, error_message: &str, delay_ms: u64) {
-        self.timers.stop_watchdogs();
+        self.stop_watch();
         if self.phase != Phase::Running || self.interrupted {
             return;
         }
@@ -733,7 +724,7 @@ impl Machine {
     }
 
     fn on_settled(&mut self, now: Now) {
-        self.timers.stop_watchdogs();
+        self.stop_watch();
         self.timers.stop(Timer::Abort);
         self.attempt.settled();
         if self.interrupted {
@@ -770,15 +761,7 @@ impl Machine {
     /// The classification of a settled attempt that did not answer.
     fn verdict_on(&mut self, now: Now, message: &Message, stop: &str) -> (Classification, String) {
         if self.attempt.take_watchdog_fired() {
-            let error = "watchdog: the model stopped responding".to_string();
-            let v = classify(&Observation {
-                error_message: &error,
-                stop_reason: "aborted",
-                watchdog: true,
-                user_abort: false,
-                now_ms: now.wall_ms,
-            });
-            return (v, error);
+            return self.cut_verdict(now);
         }
         if stop == "length" && !crate::answer::is_blank(&message.text()) {
             let limit = self

@@ -27,9 +27,12 @@ pub(super) enum Timer {
     SlotRenew,
     /// Stop waiting for the store to grant a slot then (see `ADMIT_GRACE`).
     SlotGrace,
+    /// The running attempt's model has no pace yet: read shared health again then, to judge
+    /// its watchdogs again once other answers establish it.
+    PaceCheck,
 }
 
-const COUNT: usize = 9;
+const COUNT: usize = 10;
 
 impl Timer {
     fn index(self) -> usize {
