@@ -44,6 +44,7 @@ pub mod redact;
 pub mod registry;
 pub mod rpc;
 pub mod runlog;
+pub mod schema;
 mod secrets;
 pub mod settings;
 pub mod signals;
