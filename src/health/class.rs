@@ -13,6 +13,9 @@ pub enum FailureClass {
     Model,
     ContentPolicy,
     ContextOverflow,
+    /// The answer is not one JSON value valid against `--output-schema`, after one re-ask: no
+    /// breaker (a model that cannot follow this schema is not a dead provider).
+    Schema,
     UserAbort,
     Unknown,
 }
@@ -24,7 +27,7 @@ pub enum Scope {
     /// provider + normalised base URL
     Endpoint,
     Model,
-    /// no breaker: affects this round only (context overflow, user abort)
+    /// no breaker: affects this round only (context overflow, schema, user abort)
     Round,
 }
 
@@ -38,6 +41,7 @@ impl FailureClass {
             FailureClass::Model => "model",
             FailureClass::ContentPolicy => "content_policy",
             FailureClass::ContextOverflow => "context_overflow",
+            FailureClass::Schema => "schema",
             FailureClass::UserAbort => "user_abort",
             FailureClass::Unknown => "unknown",
         }
@@ -52,6 +56,7 @@ impl FailureClass {
             "model" => FailureClass::Model,
             "content_policy" => FailureClass::ContentPolicy,
             "context_overflow" => FailureClass::ContextOverflow,
+            "schema" => FailureClass::Schema,
             "user_abort" => FailureClass::UserAbort,
             "unknown" => FailureClass::Unknown,
             _ => return None,
