@@ -20,7 +20,13 @@ complete -c pi-ccswitch-run -l reset -d 'Forget the health history of a model (p
 complete -c pi-ccswitch-run -l batch -d 'Run the JSONL jobs in FILE (`-` = stdin); print one JSONL result per job, in order' -r
 complete -c pi-ccswitch-run -l jobs -d 'Batch workers, each with its own Pi process (default: number of CPUs)' -r
 complete -c pi-ccswitch-run -l output -d 'Batch results go to FILE (appended, one flushed line per finished job) instead of stdout' -r
+complete -c pi-ccswitch-run -l resume-from -d 'With --resume: also count the results recorded in FILE (another shard\'s, an earlier setup\'s), read before --output\'s (repeatable)' -r
 complete -c pi-ccswitch-run -l shard -d 'Run only shard I of N (0 <= I < N), chosen by a stable hash of each job\'s id' -r
+complete -c pi-ccswitch-run -l completions -d 'Print the completion script for SHELL (bash, zsh, fish, powershell, elvish) and exit' -r -f -a "bash\t''
+elvish\t''
+fish\t''
+powershell\t''
+zsh\t''"
 complete -c pi-ccswitch-run -l no-tools -d 'Forwarded to Pi: disable all tools'
 complete -c pi-ccswitch-run -l no-builtin-tools -d 'Forwarded to Pi: disable the built-in tools (read, bash, edit, write…)'
 complete -c pi-ccswitch-run -l no-context-files -d 'Forwarded to Pi: do not load AGENTS.md / CLAUDE.md'
@@ -35,6 +41,7 @@ complete -c pi-ccswitch-run -l doctor -d 'Check pi, Node, the agent dir, the hea
 complete -c pi-ccswitch-run -l resume -d 'Skip the jobs that already have a success in --output FILE; run the rest'
 complete -c pi-ccswitch-run -l retry-failed -d 'With --resume: run again the jobs whose recorded failure was in their input (bad attachment content, too large for every model, invalid lines)'
 complete -c pi-ccswitch-run -l rerun-changed -d 'With --resume: run again the answered jobs whose attachments changed since their answer'
+complete -c pi-ccswitch-run -l permanent-ok -d 'Exit 0 when the only jobs without an answer failed permanently, in their own input (still listed on stderr and in the results)'
 complete -c pi-ccswitch-run -s p -l print -d 'Ignored (accepted for compatibility with the old runner)'
 complete -c pi-ccswitch-run -l no-session -d 'Ignored (sessions are always ephemeral)'
 complete -c pi-ccswitch-run -l no-extensions -d 'Ignored (extensions are always disabled)'

@@ -1,11 +1,13 @@
 #!/bin/bash
-# pi-ccswitch-nightly: every night, summarise the reports (*.md) in DIR that have no summary yet.
+# pi-ccswitch-nightly: every night, summarise the reports (*.md) in DIR that have no summary yet
+# or were edited since theirs.
 #
 #   install -m 755 examples/cron-nightly.sh /usr/local/bin/pi-ccswitch-nightly
 #   crontab:  30 2 * * * pi-ccswitch-nightly /srv/reports /etc/pi-ccswitch-run.env
 #
 # Exit status, for cron and whatever watches it:
-#   0    every report has a summary
+#   0    every report has a summary, but those that can never have one (empty, not text, too
+#        long for every model): DIR/batch.log names them and why, every night
 #   1, 2, 124, ...  the batch's own exit code (pi-ccswitch-run --help); details in DIR/batch.log
 #   75   the previous run still holds DIR/.batch.lock: nothing was started
 #   78   the env file is missing, not this user's, or readable by others
@@ -51,19 +53,39 @@ find . -maxdepth 1 -name '*.md' -type f -printf '%f\n' | sort \
   | jq -R -c --arg prompt "$prompt" '{id: ., prompt: $prompt, files: [.]}' > jobs.jsonl.tmp
 mv jobs.jsonl.tmp jobs.jsonl
 
+# Tonight's results are the lines after these.
+before=0
+if [ -f results.jsonl ]; then before=$(wc -l < results.jsonl); fi
+
+# --rerun-changed: a report edited since its answer is summarised again. --permanent-ok: a
+# report that fails in itself is named in batch.log with why, and does not fail the night.
 status=0
 pi-ccswitch-run --batch jobs.jsonl --jobs 2 --no-tools --model "$model" --models "$models" \
-  --output results.jsonl --resume 2>> batch.log || status=$?
+  --output results.jsonl --resume --rerun-changed --permanent-ok 2>> batch.log || status=$?
 
 # One summary per answered report, after a partial failure too (those answers are paid for).
+# summarise tonight: write each answer, and log a summary replaced because its report changed;
+# summarise missing: only the summaries that are not there (a night cut short before them).
+summarise() {
+  jq -r 'select(.ok) | [.id, (.answer | sub("\\s+$"; "") | @base64)] | @tsv' \
+    | while IFS=$'\t' read -r id b64; do
+        out=summaries/$id
+        if [ "$1" = missing ] && [ -e "$out" ]; then continue; fi
+        { printf '%s' "$b64" | base64 -d; echo; } > "$out.tmp"
+        if [ -e "$out" ] && cmp -s "$out.tmp" "$out"; then
+          rm "$out.tmp"
+          continue
+        fi
+        if [ -e "$out" ]; then
+          echo "$me: rewrote summaries/$id: the report changed since its summary" >> batch.log
+        fi
+        mv "$out.tmp" "$out"
+      done
+}
 mkdir -p summaries
 if [ -f results.jsonl ]; then
-  jq -r 'select(.ok) | [.id, (.answer | @base64)] | @tsv' results.jsonl \
-    | while IFS=$'\t' read -r id b64; do
-        [ -e "summaries/$id" ] && continue
-        printf '%s' "$b64" | base64 -d > "summaries/$id.tmp"
-        mv "summaries/$id.tmp" "summaries/$id"
-      done
+  tail -n +"$((before + 1))" results.jsonl | summarise tonight
+  head -n "$before" results.jsonl | tac | summarise missing # the newest answer of each
 fi
 
 if [ "$status" -ne 0 ]; then

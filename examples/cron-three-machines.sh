@@ -9,12 +9,16 @@
 # In DIR, beside the reports (*.md):
 #   jobs/DATE.jsonl        tonight's job list: written once, whole, by the first machine to
 #                          start; the others read that one; never rewritten
-#   results/shard-I.jsonl  the same name every night, so --resume skips what is paid for
+#   results/shard-I.jsonl  the same name every night, so --resume skips what is paid for; the
+#                          other shards' files (and a results.jsonl of the one-machine
+#                          recipe) are read too, so a report that moves to another shard
+#                          when the number of machines changes is not paid for again
 #   logs/shard-I.log       this shard's stderr
 #   locks/shard-I.lock     one lock per shard: a shard still running is not started twice,
 #                          and the other shards are not held up by it
 #   summaries/             one file per answered report
-# Exit status: 0 when every report of this shard has a summary; the batch's own code (details
+# Exit status: 0 when every report of this shard has a summary, but those that can never have
+# one (named with why in logs/shard-I.log every night); the batch's own code (details
 # in logs/shard-I.log); 75 when this shard still runs; 78 for the env file or a missing
 # CCSWITCH_HEALTH_URL; 64 for a bad I/N. Each non-zero exit says why on stderr (cron mails it).
 #
@@ -79,19 +83,43 @@ if [ ! -e "$jobs" ]; then
 fi
 find jobs -name '*.jsonl' -mtime +7 -delete
 
+# Answers recorded elsewhere count too: the other shards' and the one-machine recipe's.
+from=()
+for f in results/shard-*.jsonl results.jsonl; do
+  if [ -f "$f" ] && [ "$f" != "results/shard-$i.jsonl" ]; then from+=(--resume-from "$f"); fi
+done
+results=results/shard-$i.jsonl
+before=0
+if [ -f "$results" ]; then before=$(wc -l < "$results"); fi
+
+# --rerun-changed: an edited report is summarised again; --permanent-ok: a report that fails in
+# itself is named in the log with why, and does not fail the night.
 status=0
 pi-ccswitch-run --batch "$jobs" --shard "$shard" --jobs 2 --no-tools \
-  --model "$model" --models "$models" \
-  --output "results/shard-$i.jsonl" --resume 2>> "$log" || status=$?
+  --model "$model" --models "$models" --output "$results" --resume --rerun-changed \
+  --permanent-ok "${from[@]}" 2>> "$log" || status=$?
 
-# One summary per answered report of this shard, after a partial failure too.
-if [ -f "results/shard-$i.jsonl" ]; then
-  jq -r 'select(.ok) | [.id, (.answer | @base64)] | @tsv' "results/shard-$i.jsonl" \
+# One summary per answered report of this shard, after a partial failure too (see
+# cron-nightly.sh: tonight's answers are written, older ones only where a summary is missing).
+summarise() {
+  jq -r 'select(.ok) | [.id, (.answer | sub("\\s+$"; "") | @base64)] | @tsv' \
     | while IFS=$'\t' read -r id b64; do
-        [ -e "summaries/$id" ] && continue
-        printf '%s' "$b64" | base64 -d > "summaries/$id.tmp.$i"
-        mv "summaries/$id.tmp.$i" "summaries/$id"
+        out=summaries/$id
+        if [ "$1" = missing ] && [ -e "$out" ]; then continue; fi
+        { printf '%s' "$b64" | base64 -d; echo; } > "$out.tmp.$i"
+        if [ -e "$out" ] && cmp -s "$out.tmp.$i" "$out"; then
+          rm "$out.tmp.$i"
+          continue
+        fi
+        if [ -e "$out" ]; then
+          echo "$me: rewrote summaries/$id: the report changed since its summary" >> "$log"
+        fi
+        mv "$out.tmp.$i" "$out"
       done
+}
+if [ -f "$results" ]; then
+  tail -n +"$((before + 1))" "$results" | summarise tonight
+  head -n "$before" "$results" | tac | summarise missing # the newest answer of each
 fi
 
 if [ "$status" -ne 0 ]; then

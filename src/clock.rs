@@ -1,6 +1,17 @@
 //! The one place that reads clocks. Everything else receives a [`Now`].
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// Added to every wall-clock reading: 0, except in tests that run the binary as if on a host
+/// whose clock is off (`CCSWITCH_TEST_CLOCK_OFFSET_MS`, read by `settings`), the way `faketime`
+/// would, to prove that nothing shared depends on hosts agreeing on the time.
+static WALL_OFFSET_MS: AtomicI64 = AtomicI64::new(0);
+
+/// Shifts this process's wall clock by `ms` (for tests; see [`WALL_OFFSET_MS`]).
+pub fn shift_wall_clock(ms: i64) {
+    WALL_OFFSET_MS.store(ms, Ordering::Relaxed);
+}
 
 /// A reading of both clocks: monotonic for in-run deadlines, wall-clock unix milliseconds for
 /// anything persisted or compared across processes.
@@ -18,7 +29,8 @@ pub fn now() -> Now {
     let wall_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0);
+        .unwrap_or(0)
+        .saturating_add_signed(WALL_OFFSET_MS.load(Ordering::Relaxed));
     Now {
         instant: Instant::now(),
         wall_ms,

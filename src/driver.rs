@@ -328,6 +328,7 @@ impl Session {
             tried: machine.tried(),
             elapsed_ms: ms_since(start.instant),
             capacity_wait_ms: machine.capacity_wait_ms(clock::now()),
+            start_model: machine.start_model().map(str::to_string),
             digests: Vec::new(),
             content_hash: None,
         }
@@ -346,7 +347,11 @@ impl Session {
         }
         match ended {
             Loop::Machine(outcome) => match outcome {
-                Outcome::Answer { text, model } => JobEnd::Answered { text, model },
+                // The runner's own keys never leave in an answer (stdout, `--json`, results).
+                Outcome::Answer { text, model } => JobEnd::Answered {
+                    text: crate::redact::mask_known_secrets(&text),
+                    model,
+                },
                 Outcome::Explained(e) => JobEnd::Explained(e),
                 Outcome::Exhausted {
                     reason,

@@ -16,6 +16,7 @@
 #![deny(clippy::unwrap_used, clippy::print_stdout)]
 
 pub mod agent;
+pub mod answer;
 pub mod attach;
 pub mod batch;
 pub mod budget;
@@ -46,6 +47,7 @@ pub mod rpc;
 pub mod runlog;
 pub mod schema;
 mod secrets;
+pub mod served;
 pub mod settings;
 pub mod signals;
 pub mod single;
@@ -62,7 +64,7 @@ pub fn run(args: Vec<OsString>) -> Exit {
         reaper::run(&args);
     }
     let console = console::Console::new();
-    let inv = match cli::parse(args) {
+    let inv = match cli::parse(args.iter().cloned()) {
         Ok(cli::Parsed::Info(text)) => {
             return match output::stdout_text(&text) {
                 Ok(()) => Exit::Success,
@@ -76,6 +78,10 @@ pub fn run(args: Vec<OsString>) -> Exit {
         Err(e) => {
             console.error_line(&e.0);
             console.error_line(&format!("usage: {} (see --help)", cli::USAGE));
+            // `… --json | jq .exit_code` must read a record, not fail on an empty stdout.
+            if cli::json_asked(&args) {
+                let _ = output::print_record(&output::Record::failed(Exit::Error, &e.0));
+            }
             return Exit::Error;
         }
     };
@@ -87,14 +93,7 @@ pub fn run(args: Vec<OsString>) -> Exit {
             let message = format!("{err:#}");
             console.error_line(&message);
             if inv.json && matches!(inv.mode, cli::Mode::Run | cli::Mode::Explain) {
-                let failed = serde_json::json!({
-                    "ok": false, "answer": null, "model": null, "attempts": [], "switches": 0,
-                    "elapsed_ms": 0, "usage": output::usage_json(&rpc::Usage::default()),
-                    "failed_usage": output::usage_json(&rpc::Usage::default()),
-                    "exit_code": Exit::Error.code(), "error": redact::redact(&message),
-                    "retry": null,
-                });
-                let _ = output::stdout_text(&format!("{failed}\n"));
+                let _ = output::print_record(&output::Record::failed(Exit::Error, &message));
             }
             Exit::Error
         }
@@ -123,19 +122,9 @@ fn fallible(inv: &cli::Invocation, console: &console::Console) -> anyhow::Result
             );
             match runtime.block_on(reading) {
                 Ok(p) => Some(p),
-                Err(job::Unprepared::Deadline { .. }) => {
-                    console.error_line(&format!(
-                        "timed out after {} ms while reading the attachments (--timeout-ms)",
-                        inv.timeout_ms
-                    ));
-                    return Ok(Exit::Timeout);
-                }
-                Err(job::Unprepared::Attachment { error, .. }) => return Err(error.into()),
-                Err(job::Unprepared::Lost(e)) => {
-                    anyhow::bail!("reading the attachments failed: {e}")
-                }
-                // A single run sends the rest (the old runner's behaviour), with a warning.
-                Err(job::Unprepared::AllEmpty(p)) => Some(p),
+                // A bad attachment, the deadline, or only empty ones (`git diff A...A | … @-`:
+                // a review of nothing would be made up): nothing is sent, as for a batch job.
+                Err(unprepared) => return Ok(single::unprepared(inv, console, unprepared)),
             }
         }
         _ => None,

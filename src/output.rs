@@ -1,6 +1,9 @@
 //! The only stdout writer (the answer, JSON, tables, explanations), and the only code that
-//! turns how a job ended ([`Ended`]) into words, JSON and an exit code. A closed stdout
-//! (`| head`) is not an error: the reader has what it wanted. stderr lines are `console`'s.
+//! turns how a job ended ([`Ended`]) into words, a result record ([`record`]) and an exit code.
+//! A closed stdout (`| head`) is not an error: the reader has what it wanted. stderr lines are
+//! `console`'s.
+
+pub mod record;
 
 use std::io::{self, Write};
 
@@ -11,13 +14,26 @@ use crate::failover::explain::Explanation;
 use crate::failover::reopen::RetryHint;
 use crate::failover::reopen::human_ms;
 use crate::job::{Ended, JobEnd, PiLoss, Stop, Unprepared};
-use crate::redact::redact;
-use crate::rpc::Usage;
 use crate::signals::Interrupt;
+pub use record::{JobFields, Record, Warning};
 
-/// Prints the final answer: trimmed, one trailing newline.
+/// Prints the final answer: trimmed, one trailing newline; on a terminal without the escape
+/// sequences and control characters a model could use to act on it (`answer::for_terminal`).
 pub fn answer(text: &str) -> io::Result<()> {
-    stdout_text(&format!("{}\n", text.trim()))
+    let text = text.trim();
+    if stdout_is_terminal() {
+        return stdout_text(&format!("{}\n", crate::answer::for_terminal(text).trim()));
+    }
+    stdout_text(&format!("{text}\n"))
+}
+
+#[expect(
+    clippy::disallowed_methods,
+    reason = "output.rs is the only stdout writer"
+)]
+fn stdout_is_terminal() -> bool {
+    use std::io::IsTerminal as _;
+    io::stdout().is_terminal()
 }
 
 /// Writes text to stdout as is; a broken pipe is swallowed.
@@ -36,18 +52,6 @@ pub fn stdout_text(text: &str) -> io::Result<()> {
 pub fn stdout_text_strict(text: &str) -> io::Result<()> {
     let mut out = io::stdout().lock();
     out.write_all(text.as_bytes()).and_then(|()| out.flush())
-}
-
-/// Token and cost figures as JSON (the keys README documents).
-pub fn usage_json(u: &Usage) -> Value {
-    json!({
-        "input_tokens": u.input,
-        "output_tokens": u.output,
-        "cache_read_tokens": u.cache_read,
-        "cache_write_tokens": u.cache_write,
-        "total_tokens": u.total_tokens,
-        "cost": u.cost,
-    })
 }
 
 /// The exit code a job's ending means (the table is `exit.rs`'s).
@@ -93,14 +97,26 @@ pub fn end_message(ended: &Ended) -> Option<String> {
     Some(match &ended.end {
         JobEnd::Answered { .. } | JobEnd::Explained(_) => return None,
         JobEnd::Exhausted {
-            reason, last_error, ..
-        } => match last_error {
-            Some(e) => format!(
-                "failover exhausted: {reason}; {}; last error: {e}",
-                tried(&ended.tried)
-            ),
-            None => format!("failover exhausted: {reason}; {}", tried(&ended.tried)),
-        },
+            reason,
+            last_error,
+            too_large,
+            ..
+        } => {
+            // Said plainly: the nightly log names such a job every night.
+            let reason = if *too_large {
+                "the request is too large for every model in scope (no context window takes it)"
+                    .to_string()
+            } else {
+                reason.to_string()
+            };
+            match last_error {
+                Some(e) => format!(
+                    "failover exhausted: {reason}; {}; last error: {e}",
+                    tried(&ended.tried)
+                ),
+                None => format!("failover exhausted: {reason}; {}", tried(&ended.tried)),
+            }
+        }
         JobEnd::OverBudget { why, last_error } => {
             let last = last_error
                 .as_ref()
@@ -183,59 +199,20 @@ fn pi_loss(loss: &PiLoss) -> String {
     }
 }
 
-/// The `--json` object of one run (or one batch job). The field set is a public interface:
-/// README documents it and a test pins it.
-pub fn result_json(ended: &Ended) -> Value {
-    let message = end_message(ended);
-    let attempts: Vec<Value> = ended
-        .attempts
-        .iter()
-        .map(|a| {
-            let f = a.failure.as_ref();
-            // An attempt cut short by a stop has no verdict of its own: the job's ending says.
-            let error = a.error.clone().or_else(|| f.and(message.clone()));
-            json!({
-                "model": a.model,
-                "ok": f.is_none(),
-                "class": f.map(|f| f.class.as_str()),
-                "scope": f.map(|f| f.scope.as_str()),
-                "marker": f.map(|f| f.matched.clone()),
-                "error": error.as_deref().map(redact),
-                "duration_ms": a.duration_ms,
-                "usage": usage_json(&a.usage),
-                "capacity_signal": a.capacity_signal,
-            })
-        })
-        .collect();
-    let retry = retry_of(&ended.end).map(|r| {
-        json!({
-            "could_help": r.could_help,
-            "retry_after_ms": r.retry_after_ms,
-            "reason": redact(&r.reason),
-        })
-    });
-    let (answer, model) = match &ended.end {
-        JobEnd::Answered { text, model } => (
-            Some(text.clone()),
-            Some(json!({"provider": model.provider, "id": model.id})),
-        ),
-        _ => (None, None),
-    };
-    let exit = exit_of(&ended.end);
-    json!({
-        "ok": exit == Exit::Success,
-        "answer": answer,
-        "model": model,
-        "attempts": attempts,
-        "switches": ended.switches,
-        "elapsed_ms": ended.elapsed_ms,
-        "capacity_wait_ms": ended.capacity_wait_ms,
-        "usage": usage_json(&ended.answer_usage()),
-        "failed_usage": usage_json(&ended.failed_usage()),
-        "exit_code": exit.code(),
-        "error": message.as_deref().map(redact),
-        "retry": retry,
-    })
+/// The result record of how a job ended (see [`record`]), with its warnings.
+pub fn record_of(ended: &Ended, warnings: Vec<Warning>) -> Record {
+    Record::of(
+        ended,
+        exit_of(&ended.end),
+        end_message(ended),
+        retry_of(&ended.end),
+        warnings,
+    )
+}
+
+/// Prints a result record (`--json`) on stdout; a broken pipe is swallowed.
+pub fn print_record(record: &Record) -> io::Result<()> {
+    stdout_text(&record.line())
 }
 
 /// What was attached, for `--explain`.

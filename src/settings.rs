@@ -159,6 +159,14 @@ pub fn load(health_url_flag: Option<&str>) -> Result<Settings, ConfigError> {
     if let Some(url) = health_url_flag {
         settings.health_url = Some(url.to_string());
     }
+    // A test-only clock skew (not in ENVIRONMENT, not documented for users): the binary acts
+    // as on a host whose clock is off by this many ms, as under `faketime`.
+    if let Some(ms) = std::env::var("CCSWITCH_TEST_CLOCK_OFFSET_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<i64>().ok())
+    {
+        crate::clock::shift_wall_clock(ms);
+    }
     settings.secret_values = std::env::vars_os()
         .filter(|(k, _)| crate::redact::is_secret_env_name(&k.to_string_lossy()))
         .map(|(_, v)| v.to_string_lossy().into_owned())

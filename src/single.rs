@@ -64,6 +64,8 @@ impl Run<'_> {
             (Some(t), ThinkingSource::Complexity(c)) => format!("{t} (--task-complexity {c})"),
             _ => "the model's own default".to_string(),
         };
+        // Read before Pi starts: what models.json says now, not after a run changed nothing.
+        let origins = crate::served::Origins::load(self.settings, inv);
         let mut stops = stops_from(signals);
         let mut session =
             match Session::start(&self.settings.pi_command, &inv.pi_args(), self.groups) {
@@ -78,6 +80,7 @@ impl Run<'_> {
                         &thinking_source,
                         &attachments,
                         &[],
+                        Vec::new(),
                     );
                 }
             };
@@ -99,6 +102,7 @@ impl Run<'_> {
             JobEnd::Explained(e) => self.capacity_of(e).await,
             _ => Vec::new(),
         };
+        let warnings = origins.map(|o| o.warnings(&ended)).unwrap_or_default();
         let exit = deliver(
             inv,
             self.settings,
@@ -107,6 +111,7 @@ impl Run<'_> {
             &thinking_source,
             &attachments,
             &capacity,
+            warnings,
         );
         session.stop().await;
         // What was not written by the deadline (or within a moment) is lost, as when the store
@@ -149,6 +154,21 @@ impl Run<'_> {
     }
 }
 
+/// A run whose attachments could not be made into a message (a bad one, only empty ones, the
+/// deadline): nothing is sent; the reason goes to stderr, the record to stdout with `--json`.
+pub fn unprepared(inv: &Invocation, console: &Console, unprepared: job::Unprepared) -> Exit {
+    let ended = Ended::bare(JobEnd::Unprepared(unprepared));
+    if let Some(err) = output::end_message(&ended) {
+        console.error_line(&err);
+    }
+    if inv.json
+        && let Err(e) = output::print_record(&output::record_of(&ended, Vec::new()))
+    {
+        console.error_line(&format!("cannot write to stdout: {e}"));
+    }
+    output::exit_of(&ended.end)
+}
+
 /// Signals as job stops: a single run stops on the first one.
 fn stops_from(mut signals: watch::Receiver<Option<Interrupt>>) -> watch::Receiver<Option<Stop>> {
     let (tx, rx) = watch::channel(None);
@@ -164,8 +184,12 @@ fn stops_from(mut signals: watch::Receiver<Option<Interrupt>>) -> watch::Receive
     rx
 }
 
-/// Prints what the run came to (the answer, the JSON object or the explanation on stdout; the
-/// error and the retry hint on stderr) and returns its exit code.
+/// Prints what the run came to (the answer, the result record or the explanation on stdout;
+/// the warnings, the error and the retry hint on stderr) and returns its exit code.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "everything a run's ending is printed from"
+)]
 fn deliver(
     inv: &Invocation,
     settings: &Settings,
@@ -174,7 +198,11 @@ fn deliver(
     thinking_source: &str,
     attachments: &output::Inputs,
     capacity: &[CapacityRow],
+    warnings: Vec<output::Warning>,
 ) -> Exit {
+    for w in &warnings {
+        console.error_line(&format!("warning: {}", w.message));
+    }
     if let Some(err) = output::end_message(ended) {
         console.error_line(&err);
     }
@@ -207,7 +235,7 @@ fn deliver(
             text.push_str(&capacity_text(capacity));
             output::stdout_text(&text)
         }
-        _ if inv.json => output::stdout_text(&format!("{}\n", output::result_json(ended))),
+        _ if inv.json => output::print_record(&output::record_of(ended, warnings)),
         JobEnd::Answered { text, .. } => output::answer(text),
         _ => Ok(()),
     };

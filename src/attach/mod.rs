@@ -37,8 +37,8 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// The stderr warning of a single run with empty attachments (the drop-in behaviour sends
-    /// the rest anyway).
+    /// The stderr warning of a single run with some empty attachments (the drop-in behaviour
+    /// sends the rest anyway).
     pub fn empty_warning(&self) -> Option<String> {
         (!self.empty.is_empty()).then(|| {
             format!(
@@ -49,8 +49,8 @@ impl Prepared {
         })
     }
 
-    /// A batch job whose attachments were all empty: the model would get only the prompt and
-    /// answer it about nothing, confidently (exit 2, nothing sent).
+    /// A run or batch job whose attachments were all empty: the model would get only the
+    /// prompt and answer it about nothing, confidently (exit 2, nothing sent).
     pub fn nothing_to_send(&self, attachments: usize) -> Option<String> {
         (attachments > 0 && self.empty.len() == attachments)
             .then(|| format!("{} empty: nothing to send", names_are(&self.empty)))

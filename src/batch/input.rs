@@ -51,6 +51,8 @@ pub struct Progress {
     pub failed_before: AtomicU64,
     /// The worst exit code among those (the batch's exit code covers them).
     pub failed_before_exit: AtomicU64,
+    /// Those jobs by name, with their recorded reason.
+    pub failed_before_jobs: Mutex<super::summary::Permanent>,
     /// The whole input has been read (or reading failed).
     pub finished: AtomicBool,
     /// Why reading stopped early.
@@ -81,8 +83,13 @@ pub enum Decision {
     Elsewhere,
     /// Answered before (`--resume`); `Some(message)` when its input changed since.
     Answered(Option<String>),
-    /// Failed before in its input, which did not change (`--resume`): the recorded exit code.
-    FailedBefore(i64),
+    /// Failed before in its input, which did not change (`--resume`): the recorded exit code,
+    /// the job's name and the recorded reason.
+    FailedBefore {
+        exit: i64,
+        label: String,
+        reason: String,
+    },
 }
 
 impl Filter {
@@ -126,12 +133,8 @@ impl Filter {
         let spec = match parsed {
             Ok(spec) => spec,
             Err(invalid) => {
-                if let Some(exit) = self
-                    .recorded
-                    .as_ref()
-                    .and_then(|r| r.invalid_before(line_hash, self.rerun))
-                {
-                    return Decision::FailedBefore(exit);
+                if let Some(failed) = self.invalid_before(number, line_hash, invalid.id.as_ref()) {
+                    return failed;
                 }
                 return Decision::Run(self.invalid(number, invalid, line_hash));
             }
@@ -143,12 +146,8 @@ impl Filter {
                 id: Some(spec.id),
                 reason,
             };
-            if let Some(exit) = self
-                .recorded
-                .as_ref()
-                .and_then(|r| r.invalid_before(line_hash, self.rerun))
-            {
-                return Decision::FailedBefore(exit);
+            if let Some(failed) = self.invalid_before(number, line_hash, invalid.id.as_ref()) {
+                return failed;
             }
             return Decision::Run(self.invalid(number, invalid, line_hash));
         }
@@ -167,7 +166,16 @@ impl Filter {
             .map(|r| r.known(&spec.id, input_hash, self.rerun, &mut now_content))
         {
             Some(Known::Answered) => Decision::Answered(None),
-            Some(Known::FailedBefore(exit)) => Decision::FailedBefore(exit),
+            Some(Known::FailedBefore(exit)) => Decision::FailedBefore {
+                exit,
+                label: crate::redact::printable(&spec.id.canonical()),
+                reason: self
+                    .recorded
+                    .as_ref()
+                    .and_then(|r| r.failed_reason(&spec.id))
+                    .unwrap_or_default()
+                    .to_string(),
+            },
             Some(Known::AnsweredOtherInput) => Decision::Answered(Some(format!(
                 "{} (input line {number}): its input changed since its answer was recorded in \
                  {}; the recorded answer stands (to run it again, delete its line from {} or \
@@ -186,6 +194,28 @@ impl Filter {
                 })
             }
         }
+    }
+
+    /// An invalid line reported before (and not asked for again).
+    fn invalid_before(
+        &self,
+        number: u64,
+        line_hash: u64,
+        id: Option<&jobs::JobId>,
+    ) -> Option<Decision> {
+        let recorded = self.recorded.as_ref()?;
+        let exit = recorded.invalid_before(line_hash, self.rerun)?;
+        Some(Decision::FailedBefore {
+            exit,
+            label: id.map_or_else(
+                || format!("input line {number}"),
+                |id| crate::redact::printable(&id.canonical()),
+            ),
+            reason: recorded
+                .invalid_reason(line_hash)
+                .unwrap_or_default()
+                .to_string(),
+        })
     }
 
     fn invalid(&mut self, number: u64, invalid: Invalid, line_hash: u64) -> Item {
@@ -286,9 +316,22 @@ impl Reader {
                         self.console.error_line(&message);
                     }
                 }
-                Decision::FailedBefore(exit) => {
+                Decision::FailedBefore {
+                    exit,
+                    label,
+                    reason,
+                } => {
                     self.progress.total.fetch_add(1, Ordering::Relaxed);
                     self.progress.failed_before.fetch_add(1, Ordering::Relaxed);
+                    // Named every night, with why: the log of each night says which jobs
+                    // cannot be done (a skipped job is not a done one).
+                    self.console.progress_line(&format!(
+                        "job {label} (input line {number}): not run again: it failed before in \
+                         its unchanged input (exit {exit}): {reason} (--retry-failed runs it)"
+                    ));
+                    if let Ok(mut named) = self.progress.failed_before_jobs.lock() {
+                        named.push(&label, &reason);
+                    }
                     let exit = u64::try_from(exit).unwrap_or(2);
                     self.progress
                         .failed_before_exit

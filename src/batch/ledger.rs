@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader};
 use std::os::unix::fs::FileExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use serde::Deserialize;
@@ -32,12 +32,17 @@ pub struct Ledger {
     pub guard: LockGuard,
     /// What was done to a last line that lacked its newline.
     pub tail: Option<Tail>,
-    /// The jobs FILE says are answered (`--resume` only).
+    /// The jobs FILE (and the `--resume-from` files) say are answered (`--resume` only); its
+    /// `malformed` counts FILE's own lines that are not results.
     pub recorded: Option<Recorded>,
+    /// Each `--resume-from` file with how many of its lines were not results.
+    pub earlier_malformed: Vec<(PathBuf, u64)>,
 }
 
-/// Opens and locks FILE, cuts a torn tail, and reads it back when `resume`.
-pub fn open(path: &Path, resume: bool) -> anyhow::Result<Ledger> {
+/// Opens and locks FILE, cuts a torn tail, and reads it back when `resume` — after the
+/// `earlier` result files (`--resume-from`), in the order given: for each job the latest
+/// result counts, and FILE's are the latest.
+pub fn open(path: &Path, resume: bool, earlier: &[PathBuf]) -> anyhow::Result<Ledger> {
     let shown = path.display();
     let file = lockfile::open_private(
         OpenOptions::new().read(true).append(true).create(true),
@@ -68,8 +73,20 @@ pub fn open(path: &Path, resume: bool) -> anyhow::Result<Ledger> {
     };
     let tail =
         mend_tail(guard.file()).with_context(|| format!("cannot repair --output {shown}"))?;
+    let mut earlier_malformed = Vec::new();
     let recorded = if resume {
-        Some(read(guard.file()).with_context(|| format!("cannot read --output {shown}"))?)
+        let mut recorded = Recorded::default();
+        for other in earlier {
+            let before = recorded.malformed;
+            read_earlier(other, guard.file(), &mut recorded)?;
+            earlier_malformed.push((other.clone(), recorded.malformed - before));
+        }
+        let before = recorded.malformed;
+        read(guard.file(), &mut recorded, Unterminated::Read)
+            .with_context(|| format!("cannot read --output {shown}"))?;
+        let own = recorded.malformed - before;
+        recorded.malformed = own;
+        Some(recorded)
     } else {
         None
     };
@@ -77,7 +94,36 @@ pub fn open(path: &Path, resume: bool) -> anyhow::Result<Ledger> {
         guard,
         tail,
         recorded,
+        earlier_malformed,
     })
+}
+
+/// Reads an earlier result file (`--resume-from`) into `recorded`: read-only, never locked or
+/// mended (another shard may be appending to it now, so a last line without its newline is
+/// one being written, and skipped). The output file itself is skipped.
+fn read_earlier(path: &Path, output: &File, recorded: &mut Recorded) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt as _;
+    let shown = path.display();
+    let file = lockfile::open_regular(path).map_err(|e| {
+        if lockfile::is_not_regular_error(&e) {
+            anyhow::anyhow!("--resume-from {shown} is not a regular file")
+        } else {
+            anyhow::Error::new(e).context(format!("cannot open --resume-from {shown}"))
+        }
+    })?;
+    let (a, b) = (file.metadata()?, output.metadata()?);
+    if (a.dev(), a.ino()) == (b.dev(), b.ino()) {
+        return Ok(());
+    }
+    read(&file, recorded, Unterminated::Skip)
+        .with_context(|| format!("cannot read --resume-from {shown}"))
+}
+
+/// What to do with a last line that lacks its newline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unterminated {
+    Read,
+    Skip,
 }
 
 /// What was done to a last line without its `\n`.
@@ -154,18 +200,21 @@ fn parse_record(line: &[u8]) -> Option<RecordLine> {
         .filter(RecordLine::consistent)
 }
 
-/// Reads every line of FILE into [`Recorded`].
-fn read(file: &File) -> io::Result<Recorded> {
+/// Reads every line of `file` into `recorded`.
+fn read(file: &File, recorded: &mut Recorded, unterminated: Unterminated) -> io::Result<()> {
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let mut lines = LineReader::new(MAX_RECORD_LINE);
-    let mut recorded = Recorded::default();
     while let Some(line) = lines.next_line_blocking(&mut reader)? {
         match line {
-            Line::Whole(bytes) | Line::Unterminated(bytes) => recorded.apply(bytes),
+            Line::Whole(bytes) => recorded.apply(bytes),
+            Line::Unterminated(bytes) if unterminated == Unterminated::Read => {
+                recorded.apply(bytes);
+            }
+            Line::Unterminated(_) => {}
             Line::TooLong { .. } => recorded.malformed += 1,
         }
     }
-    Ok(recorded)
+    Ok(())
 }
 
 /// What `--resume` knows: for each job answered in FILE (by its [`Identity`]), the hashes of
@@ -177,7 +226,7 @@ pub struct Recorded {
     ids: Identities,
     answered: HashMap<Identity, Recorded1>,
     failed: HashMap<Identity, Failed>,
-    invalid: HashMap<u64, i64>,
+    invalid: HashMap<u64, (i64, Box<str>)>,
     /// Lines that are not results at all (ignored).
     pub malformed: u64,
 }
@@ -190,11 +239,30 @@ struct Recorded1 {
 }
 
 /// One recorded failure in the input itself.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Failed {
     input: u64,
     content: Option<u64>,
     exit: i64,
+    /// Its recorded `error`, cut to [`MAX_REASON`] bytes (the log names it every night).
+    reason: Box<str>,
+}
+
+/// The most of a recorded failure's reason kept for naming it (a results file is not trusted
+/// to be small: a forged line must not make resuming hold megabytes per job).
+const MAX_REASON: usize = 240;
+
+/// `error` of a record as kept: one line, at most [`MAX_REASON`] bytes (cut at a character).
+fn reason_of(error: Option<&str>) -> Box<str> {
+    let text = crate::redact::printable(error.unwrap_or("(no reason recorded)"));
+    if text.len() <= MAX_REASON {
+        return text.into();
+    }
+    let mut end = MAX_REASON - 3;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end]).into()
 }
 
 /// A job as FILE knows it.
@@ -241,6 +309,8 @@ struct RecordLine {
     content_hash: Option<String>,
     #[serde(default)]
     line_hash: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
 }
 
 impl RecordLine {
@@ -279,7 +349,13 @@ impl Recorded {
             if record.permanent
                 && let Some(Some(line)) = record.line_hash.as_deref().map(parse_hex)
             {
-                self.invalid.insert(line, record.exit_code.unwrap_or(2));
+                self.invalid.insert(
+                    line,
+                    (
+                        record.exit_code.unwrap_or(2),
+                        reason_of(record.error.as_deref()),
+                    ),
+                );
             }
             return;
         }
@@ -304,6 +380,7 @@ impl Recorded {
                             input,
                             content,
                             exit,
+                            reason: reason_of(record.error.as_deref()),
                         },
                     );
                 } else {
@@ -349,8 +426,19 @@ impl Recorded {
     /// does not ask for it again.
     pub fn invalid_before(&self, line_hash: u64, rerun: Rerun) -> Option<i64> {
         (!rerun.failed)
-            .then(|| self.invalid.get(&line_hash).copied())
+            .then(|| self.invalid.get(&line_hash).map(|(exit, _)| *exit))
             .flatten()
+    }
+
+    /// Why the job with this id failed in its input, as recorded (for [`Known::FailedBefore`]).
+    pub fn failed_reason(&self, id: &JobId) -> Option<&str> {
+        let key = self.ids.of(&id.canonical());
+        self.failed.get(&key).map(|f| &*f.reason)
+    }
+
+    /// Why this invalid line was reported, as recorded.
+    pub fn invalid_reason(&self, line_hash: u64) -> Option<&str> {
+        self.invalid.get(&line_hash).map(|(_, reason)| &**reason)
     }
 
     /// How many jobs FILE has answered.
@@ -535,19 +623,22 @@ mod tests {
     fn a_torn_tail_is_cut_and_a_whole_file_is_left_alone() {
         let good = GOOD;
         let (_d, path) = ledger_file(&[good, b"{\"id\":\"b\",\"ok\":tr"].concat());
-        let l = open(&path, true).unwrap();
+        let l = open(&path, true, &[]).unwrap();
         assert_eq!(l.tail, Some(Tail::Cut(17)));
         assert_eq!(l.recorded.as_ref().unwrap().answered(), 1);
         assert_eq!(l.recorded.as_ref().unwrap().malformed, 0);
         drop(l);
         assert_eq!(std::fs::read(&path).unwrap(), good);
-        let l = open(&path, false).unwrap();
+        let l = open(&path, false, &[]).unwrap();
         assert_eq!(l.tail, None);
         assert!(l.recorded.is_none());
         drop(l);
         // A file that is one torn line, longer than a scan chunk.
         let (_d, path) = ledger_file(&vec![b'x'; 200_000]);
-        assert_eq!(open(&path, false).unwrap().tail, Some(Tail::Cut(200_000)));
+        assert_eq!(
+            open(&path, false, &[]).unwrap().tail,
+            Some(Tail::Cut(200_000))
+        );
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
     }
 
@@ -557,7 +648,7 @@ mod tests {
     fn a_complete_last_result_without_its_newline_is_kept() {
         let last = &GOOD[..GOOD.len() - 1];
         let (_d, path) = ledger_file(&[GOOD, last].concat());
-        let l = open(&path, true).unwrap();
+        let l = open(&path, true, &[]).unwrap();
         assert_eq!(l.tail, Some(Tail::Completed));
         assert_eq!(l.recorded.as_ref().unwrap().answered(), 1);
         drop(l);
@@ -567,17 +658,17 @@ mod tests {
     #[test]
     fn a_second_run_on_the_same_file_is_refused_and_symlinks_are_not_followed() {
         let (dir, path) = ledger_file(b"");
-        let held = open(&path, false).unwrap();
-        let err = open(&path, true).unwrap_err().to_string();
+        let held = open(&path, false, &[]).unwrap();
+        let err = open(&path, true, &[]).unwrap_err().to_string();
         assert!(
             err.contains("is in use by another pi-ccswitch-run"),
             "{err}"
         );
         drop(held);
-        assert!(open(&path, true).is_ok());
+        assert!(open(&path, true, &[]).is_ok());
         let link = dir.path().join("link.jsonl");
         std::os::unix::fs::symlink(&path, &link).unwrap();
-        let err = open(&link, false).unwrap_err().to_string();
+        let err = open(&link, false, &[]).unwrap_err().to_string();
         assert!(
             err.ends_with("is a symlink; give the real path of the file"),
             "{err}"
@@ -608,12 +699,88 @@ mod tests {
         }
     }
 
+    /// `--resume-from`: earlier files count, oldest first and FILE last; a last line being
+    /// written elsewhere (no newline) is skipped, not counted, and the earlier file is left as
+    /// it is; FILE given again is read once; a missing one is an error naming it.
+    #[test]
+    fn earlier_result_files_count_before_the_output_file() {
+        let (dir, path) = ledger_file(b"");
+        let earlier = dir.path().join("shard-0.jsonl");
+        let b_failed = b"{\"id\":\"b\",\"ok\":false,\"exit_code\":2,\"input_hash\":\"00000000000000bb\",\"permanent\":true,\"error\":\"b.md is empty: nothing to send\"}\n";
+        let torn = b"{\"id\":\"c\",\"ok\":tr";
+        let content = [GOOD, b_failed, torn].concat();
+        std::fs::write(&earlier, &content).unwrap();
+        std::fs::write(
+            &path,
+            b"{\"id\":\"a\",\"ok\":false,\"exit_code\":1,\"input_hash\":\"00000000000000aa\"}\n",
+        )
+        .unwrap();
+        let l = open(&path, true, &[earlier.clone(), path.clone()]).unwrap();
+        let r = l.recorded.as_ref().unwrap();
+        assert_eq!(r.malformed, 0);
+        assert_eq!(
+            l.earlier_malformed,
+            [(earlier.clone(), 0), (path.clone(), 0)]
+        );
+        let none = Rerun::default();
+        assert_eq!(
+            r.known(&id("a"), 0xaa, none, &mut || None),
+            Known::Unanswered,
+            "FILE's later failure wins"
+        );
+        assert_eq!(
+            r.known(&id("b"), 0xbb, none, &mut || None),
+            Known::FailedBefore(2)
+        );
+        assert_eq!(
+            r.failed_reason(&id("b")),
+            Some("b.md is empty: nothing to send")
+        );
+        assert_eq!(std::fs::read(&earlier).unwrap(), content, "left as it is");
+        drop(l);
+        // The output file alone, and an earlier answer FILE does not contradict.
+        std::fs::write(&path, b"").unwrap();
+        let l = open(&path, true, std::slice::from_ref(&earlier)).unwrap();
+        assert_eq!(
+            l.recorded
+                .as_ref()
+                .unwrap()
+                .known(&id("a"), 0xaa, none, &mut || None),
+            Known::Answered
+        );
+        drop(l);
+        let err = open(&path, true, &[dir.path().join("nope.jsonl")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--resume-from") && err.contains("nope.jsonl"),
+            "{err}"
+        );
+    }
+
+    /// A recorded reason is kept short and on one line, whatever the file holds.
+    #[test]
+    fn recorded_reasons_are_bounded() {
+        let long = format!(
+            "{{\"id\":\"x\",\"ok\":false,\"exit_code\":2,\"input_hash\":\"0000000000000001\",\"permanent\":true,\"error\":\"{}\\nsecond line\"}}",
+            "é".repeat(400)
+        );
+        let mut r = Recorded::default();
+        r.apply(long.as_bytes());
+        let reason = r.failed_reason(&id("x")).unwrap();
+        assert!(
+            reason.len() <= MAX_REASON && reason.ends_with("..."),
+            "{reason}"
+        );
+        assert!(!reason.contains('\n'));
+    }
+
     #[test]
     fn a_new_file_is_created_owner_only() {
         use std::os::unix::fs::PermissionsExt as _;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("new.jsonl");
-        let l = open(&path, true).unwrap();
+        let l = open(&path, true, &[]).unwrap();
         assert_eq!(l.recorded.as_ref().unwrap().answered(), 0);
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);

@@ -46,6 +46,8 @@ use sink::{Failure, Sink, Target};
 use worker::{Done, Outcome, Plan, Worker};
 
 use crate::driver::STATUS_TICK;
+/// At most this many models are warned about by name in one batch.
+const MAX_WARNED: usize = 64;
 /// The longest the end of a batch waits for shared health to be written.
 const FLUSH_LIMIT: Duration = Duration::from_millis(2000);
 
@@ -86,9 +88,9 @@ pub async fn run(
     }
     let ledger = match &args.output {
         Some(path) => {
-            let (path, resume) = (path.clone(), args.resume);
+            let (path, resume, earlier) = (path.clone(), args.resume, args.resume_from.clone());
             Some(
-                tokio::task::spawn_blocking(move || ledger::open(&path, resume))
+                tokio::task::spawn_blocking(move || ledger::open(&path, resume, &earlier))
                     .await
                     .context("cannot open --output")??,
             )
@@ -117,6 +119,12 @@ pub async fn run(
                 r.malformed
             ));
         }
+        for (file, malformed) in l.earlier_malformed.iter().filter(|(_, n)| *n > 0) {
+            console.error_line(&format!(
+                "--resume-from {}: ignored {malformed} line(s) that are not results",
+                file.display()
+            ));
+        }
     }
     let source = open_input(&args.file).await?;
     let signals =
@@ -135,6 +143,8 @@ pub async fn run(
         thinking: inv.thinking.clone(),
         complexity: inv.task_complexity,
         workers,
+        origins: crate::served::Origins::load(settings, inv),
+        permanent_ok: args.permanent_ok,
     };
     let (recorded, target) = match ledger {
         Some(l) => (l.recorded, Target::File(l.guard)),
@@ -280,6 +290,7 @@ impl Batch {
         let collector = async {
             let mut tally = summary::Tally::default();
             let mut exit = Exit::Success;
+            let mut warned = std::collections::BTreeSet::new();
             let mut order = order::Reorder::default();
             let mut ticker = tokio::time::interval(STATUS_TICK);
             let mut watching = true;
@@ -288,11 +299,32 @@ impl Batch {
                     event = events.recv() => match event {
                         None => break,
                         Some(Event::Done(done)) => {
+                            for w in &done.warnings {
+                                // Said once per model for the batch; every result lists it.
+                                let model = w.model.clone().unwrap_or_default();
+                                if warned.len() < MAX_WARNED && warned.insert(model) {
+                                    status.clear();
+                                    console.error_line(&format!(
+                                        "warning: job {}: {}",
+                                        done.label, w.message
+                                    ));
+                                }
+                            }
                             if done.exit != Exit::Success || shared.plan.verbose > 0 {
                                 status.clear();
                                 console.progress_line(&done.note);
                             }
-                            exit = jobs::worse(exit, done.exit);
+                            if done.permanent && done.exit != Exit::Success {
+                                tally.record_permanent(
+                                    &done.label,
+                                    done.error.as_deref().unwrap_or("failed"),
+                                );
+                            }
+                            // `--permanent-ok`: a failure in the job's own input is reported,
+                            // not counted.
+                            if !(shared.plan.permanent_ok && done.permanent) {
+                                exit = jobs::worse(exit, done.exit);
+                            }
                             tally.record(
                                 done.exit,
                                 done.model.as_deref(),
@@ -368,15 +400,21 @@ impl Batch {
         }
         tally.skipped = progress.skipped.load(Ordering::Relaxed);
         tally.failed_before = progress.failed_before.load(Ordering::Relaxed);
-        // Jobs that failed before in their input are not run again, but they are not done.
-        exit = jobs::worse(
-            exit,
-            match progress.failed_before_exit.load(Ordering::Relaxed) {
-                0 => Exit::Success,
-                1 => Exit::Exhausted,
-                _ => Exit::Error,
-            },
-        );
+        // Jobs that failed before in their input are not run again, but they are not done
+        // (unless `--permanent-ok`: such failures are named, not counted).
+        if !shared.plan.permanent_ok {
+            exit = jobs::worse(
+                exit,
+                match progress.failed_before_exit.load(Ordering::Relaxed) {
+                    0 => Exit::Success,
+                    1 => Exit::Exhausted,
+                    _ => Exit::Error,
+                },
+            );
+        }
+        if let Ok(before) = progress.failed_before_jobs.lock() {
+            tally.add_permanent(&before);
+        }
         for line in tally.lines(
             progress.total.load(Ordering::Relaxed),
             crate::driver::ms_since(start),
@@ -393,6 +431,10 @@ impl Batch {
             })
             .collect();
         if let Some(line) = tally.capacity_line(&limits) {
+            console.progress_line(&line);
+        }
+        // Last: what will fail the same way every night until its input changes.
+        if let Some(line) = tally.permanent_line(shared.plan.permanent_ok) {
             console.progress_line(&line);
         }
         let read_error = progress.error.lock().map(|e| e.clone()).unwrap_or(None);
@@ -430,6 +472,18 @@ impl Batch {
                     !shared.ordered,
                 ));
                 exit = jobs::worse(exit, Exit::OverBudget);
+            }
+            // Nobody reads the results any more: the batch ends quietly — but not with 0
+            // while jobs were never run (issue 29: `--batch … | head -1` said "4 of 6 jobs
+            // done" and exited 0).
+            Some(Halt::Closed)
+                if counted != Some(true)
+                    || progress.total.load(Ordering::Relaxed) != tally.done() =>
+            {
+                console.error_line(
+                    "stdout was closed before every job ran; the jobs not run have no result",
+                );
+                exit = jobs::worse(exit, Exit::Error);
             }
             Some(Halt::Closed | Halt::Setup(_)) | None => {}
         }
@@ -653,6 +707,8 @@ mod tests {
             thinking: None,
             complexity: None,
             workers,
+            origins: None,
+            permanent_ok: false,
         };
         Shared {
             plan,

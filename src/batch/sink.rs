@@ -143,7 +143,7 @@ mod tests {
     fn lines_reach_the_file_whole_and_in_the_order_acknowledged() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.jsonl");
-        let ledger = super::super::ledger::open(&path, false).unwrap();
+        let ledger = super::super::ledger::open(&path, false, &[]).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

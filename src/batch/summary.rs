@@ -32,6 +32,32 @@ pub struct Tally {
     providers: BTreeMap<String, ProviderTally>,
     /// Time jobs spent waiting for a capacity slot, summed.
     capacity_wait_ms: u64,
+    /// The jobs that failed in their own input, this run or before it (named at the end).
+    permanent: Permanent,
+}
+
+/// Jobs that failed in their own input: the first [`Permanent::SHOWN`] by name with why, and
+/// how many in all (memory stays bounded however many fail).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Permanent {
+    named: Vec<(String, String)>,
+    total: u64,
+}
+
+impl Permanent {
+    /// How many are named before "and N more".
+    pub const SHOWN: usize = 10;
+
+    pub fn push(&mut self, label: &str, reason: &str) {
+        self.total += 1;
+        if self.named.len() < Self::SHOWN {
+            self.named.push((label.to_string(), reason.to_string()));
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total
+    }
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +154,48 @@ impl Tally {
         Some(format!(
             "batch: capacity: {}; waited for slots {waited:.1} s in all",
             parts.join("; ")
+        ))
+    }
+
+    /// A job of this run that failed in its own input.
+    pub fn record_permanent(&mut self, label: &str, reason: &str) {
+        self.permanent.push(label, reason);
+    }
+
+    /// The jobs not run again because they failed before in their unchanged input.
+    pub fn add_permanent(&mut self, before: &Permanent) {
+        for (label, reason) in &before.named {
+            self.permanent.push(label, reason);
+        }
+        let unnamed = before.total - before.named.len() as u64;
+        self.permanent.total += unnamed;
+    }
+
+    /// The end line naming the jobs that failed in their own input, and why (`None` when none
+    /// did). `ok`: `--permanent-ok` left them out of the exit code.
+    pub fn permanent_line(&self, ok: bool) -> Option<String> {
+        let p = &self.permanent;
+        if p.total == 0 {
+            return None;
+        }
+        let mut named: Vec<String> = p
+            .named
+            .iter()
+            .map(|(label, reason)| format!("{label}: {reason}"))
+            .collect();
+        let more = p.total - p.named.len() as u64;
+        if more > 0 {
+            named.push(format!("and {more} more (their results say why)"));
+        }
+        Some(format!(
+            "batch: {} job(s) failed in their own input, and fail the same way until it changes{}: {}",
+            p.total,
+            if ok {
+                " (--permanent-ok: not counted in the exit code)"
+            } else {
+                ""
+            },
+            named.join("; ")
         ))
     }
 

@@ -6,7 +6,7 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::watch;
 
 use super::input::Item;
@@ -23,8 +23,9 @@ use crate::exit::Exit;
 use crate::failover::Config;
 use crate::health::service::HealthHandle;
 use crate::job::{self, Ended, JobEnd, JobRequest, Stop, Unprepared};
-use crate::output;
+use crate::output::{self, JobFields, Warning, record::AttachmentRecord};
 use crate::rpc::Usage;
+use crate::served::Origins;
 
 /// What every job shares.
 pub struct Plan {
@@ -44,6 +45,11 @@ pub struct Plan {
     /// `--task-complexity`, estimated per job when `--thinking` is not given.
     pub complexity: Option<Complexity>,
     pub workers: usize,
+    /// Where Pi's models come from and what the user named (warnings about the models that
+    /// served a job); `None` without an agent dir.
+    pub origins: Option<Origins>,
+    /// `--permanent-ok`: failures in the input itself do not make the batch's exit code.
+    pub permanent_ok: bool,
 }
 
 impl Plan {
@@ -86,6 +92,14 @@ pub struct Done {
     pub line: String,
     /// The line for stderr: failed jobs always, successful ones with `-v`.
     pub note: String,
+    /// The job's id as people read it (`doc-1`, or `input line 7` without a usable id).
+    pub label: String,
+    /// Why it failed (`None` for an answer).
+    pub error: Option<String>,
+    /// The failure is in the input itself (`--permanent-ok` lets it pass).
+    pub permanent: bool,
+    /// About the models that served it (said once per batch on stderr).
+    pub warnings: Vec<Warning>,
     /// `provider/model` that answered.
     pub model: Option<String>,
     pub usage: Usage,
@@ -125,44 +139,42 @@ pub enum Input<'a> {
     Invalid { line_hash: u64 },
 }
 
-/// The result line of a job (or of an invalid line): what `--json` prints, plus `id`, `line`,
-/// `input_hash` (`null` for an invalid line), `permanent` (the failure is in the input itself),
-/// and for a job with files each one's SHA-256 (`attachments`) and their `content_hash`; for an
-/// invalid line its `line_hash`.
-pub fn result_line(id: Option<&Value>, number: u64, input: Input<'_>, ended: &Ended) -> String {
-    let mut v = output::result_json(ended);
-    if let Some(obj) = v.as_object_mut() {
-        obj.insert("id".to_string(), id.cloned().unwrap_or(Value::Null));
-        obj.insert("line".to_string(), json!(number));
-        match input {
-            Input::Job { input_hash, files } => {
-                obj.insert("input_hash".to_string(), json!(shard::hex(input_hash)));
-                if !files.is_empty() {
-                    let attachments: Vec<Value> = files
-                        .iter()
-                        .enumerate()
-                        .map(|(i, f)| {
-                            json!({
-                                "file": f,
-                                "sha256": ended.digests.get(i).map(|d| attach::digest::hex(d)),
-                            })
-                        })
-                        .collect();
-                    obj.insert("attachments".to_string(), json!(attachments));
-                    obj.insert(
-                        "content_hash".to_string(),
-                        json!(ended.content_hash.map(shard::hex)),
-                    );
-                }
-            }
-            Input::Invalid { line_hash } => {
-                obj.insert("input_hash".to_string(), Value::Null);
-                obj.insert("line_hash".to_string(), json!(shard::hex(line_hash)));
-            }
-        }
-        obj.insert("permanent".to_string(), json!(ended.permanent()));
-    }
-    format!("{v}\n")
+/// The result line of a job (or of an invalid line): the result record of `--json` with the
+/// job's fields (`output::record::JobFields`).
+pub fn result_line(
+    id: Option<&Value>,
+    number: u64,
+    input: Input<'_>,
+    ended: &Ended,
+    warnings: Vec<Warning>,
+) -> String {
+    let (input_hash, line_hash, files) = match input {
+        Input::Job { input_hash, files } => (Some(shard::hex(input_hash)), None, files),
+        Input::Invalid { line_hash } => (None, Some(shard::hex(line_hash)), &[][..]),
+    };
+    let attachments = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| AttachmentRecord {
+            file: f.clone(),
+            sha256: ended.digests.get(i).map(|d| attach::digest::hex(d)),
+        })
+        .collect();
+    let content_hash = if files.is_empty() {
+        None
+    } else {
+        ended.content_hash.map(shard::hex)
+    };
+    output::record_of(ended, warnings)
+        .for_job(JobFields {
+            id: id.cloned().unwrap_or(Value::Null),
+            line: number,
+            input_hash,
+            line_hash,
+            attachments,
+            content_hash,
+        })
+        .line()
 }
 
 /// One worker and the Pi it holds (started at its first job, not before).
@@ -215,14 +227,20 @@ impl Worker {
                 spec,
                 input_hash,
             } => match self.job(&spec, ctx, stops).await {
-                Ran::Ended(ended) if matches!(ended.end, JobEnd::Stopped(_)) => Outcome::Unfinished,
+                // A signal or the batch stopping cuts the job short: it records nothing. Its own
+                // deadline is an ending like any other (exit 124, recorded).
+                Ran::Ended(ended)
+                    if matches!(ended.end, JobEnd::Stopped(Stop::Signal(_) | Stop::Halt)) =>
+                {
+                    Outcome::Unfinished
+                }
                 Ran::Ended(ended) => match &ended.end {
                     JobEnd::OverBudget { why, .. } => Outcome::Left {
                         index,
                         why: why.clone(),
                     },
                     _ => Outcome::Finished(Box::new(
-                        self.done(index, number, &spec, input_hash, &ended),
+                        self.done(index, number, &spec, input_hash, &ended, ctx.plan),
                     )),
                 },
                 Ran::Setup(ended) => Outcome::Setup(ended),
@@ -237,14 +255,21 @@ impl Worker {
         spec: &JobSpec,
         input_hash: u64,
         ended: &Ended,
+        plan: &Plan,
     ) -> Done {
         let who = format!("{} (input line {number})", spec.id.label());
         let exit = output::exit_of(&ended.end);
+        let warnings = plan
+            .origins
+            .as_ref()
+            .map(|o| o.warnings(ended))
+            .unwrap_or_default();
+        let error = output::end_message(ended);
         let model = match &ended.end {
             JobEnd::Answered { model, .. } => Some(model.key()),
             _ => None,
         };
-        let note = match (&model, output::end_message(ended)) {
+        let note = match (&model, error.clone()) {
             (Some(m), _) => format!(
                 "{}: ok ({m}, {} ms, worker {})",
                 spec.id.label(),
@@ -270,8 +295,13 @@ impl Worker {
                     files: &spec.files,
                 },
                 ended,
+                warnings.clone(),
             ),
             note,
+            label: crate::redact::printable(&spec.id.canonical()),
+            error,
+            permanent: ended.permanent(),
+            warnings,
             model,
             usage: ended.answer_usage(),
             failed_usage: ended.failed_usage(),
@@ -453,8 +483,16 @@ fn invalid_line(index: usize, number: u64, invalid: &Invalid, line_hash: u64) ->
             number,
             Input::Invalid { line_hash },
             &ended,
+            Vec::new(),
         ),
         note: format!("{who}: exit 2: {}", invalid.reason),
+        label: match &invalid.id {
+            Some(id) => crate::redact::printable(&id.canonical()),
+            None => format!("input line {number}"),
+        },
+        error: Some(invalid.reason.clone()),
+        permanent: true,
+        warnings: Vec::new(),
         model: None,
         usage: Usage::default(),
         failed_usage: Usage::default(),
@@ -468,6 +506,7 @@ fn invalid_line(index: usize, number: u64, invalid: &Invalid, line_hash: u64) ->
 mod tests {
     use super::*;
     use crate::batch::jobs::parse_line;
+    use serde_json::json;
 
     fn profile_of(base: &Profile, line: &str) -> Vec<String> {
         job_profile(base, &parse_line(line.as_bytes()).unwrap()).args()
@@ -536,6 +575,7 @@ mod tests {
             3,
             Input::Invalid { line_hash: 0xee },
             &ended,
+            Vec::new(),
         );
         assert!(line.ends_with('\n'));
         let v: Value = serde_json::from_str(&line).unwrap();
@@ -557,6 +597,7 @@ mod tests {
                 files: &files,
             },
             &ended,
+            Vec::new(),
         );
         let v: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["input_hash"], "00000000000000ab");

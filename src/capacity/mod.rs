@@ -86,8 +86,10 @@ pub const MAX_LEASES: usize = 256;
 pub const MAX_SLOT_ID_LEN: usize = 128;
 /// The TTL callers should use: renewed every few seconds, a dead holder's slot frees in 15 s.
 pub const DEFAULT_LEASE_TTL_MS: u64 = 15_000;
-/// No lease lasts longer than this from the operation that sees it, whatever a store says.
-pub const MAX_LEASE_TTL_MS: u64 = 60_000;
+/// No lease lasts longer than this from the operation that sees it, whatever a store says:
+/// the TTL callers use, so a forged or skewed far-future lease holds its slot no longer than a
+/// dead holder's would (issue 29: it was 60 s).
+pub const MAX_LEASE_TTL_MS: u64 = DEFAULT_LEASE_TTL_MS;
 /// Multiplicative decrease: the limit becomes ⌊n·3/4⌋ (see the module docs).
 pub const DECREASE_NUM: u32 = 3;
 pub const DECREASE_DEN: u32 = 4;
@@ -254,6 +256,22 @@ pub enum Verdict {
     SlowDown(Change),
     /// Refused at concurrency 1 again and again: a rate limit, open the breaker as today.
     RateLimited,
+}
+
+impl CapacityDelta {
+    /// The same change, judged at `now` (the store's clock, not the caller's: see
+    /// [`ops::apply_op`]).
+    pub fn at(&self, now: u64) -> CapacityDelta {
+        let mut d = self.clone();
+        match &mut d {
+            CapacityDelta::Acquire { at, .. }
+            | CapacityDelta::Renew { at, .. }
+            | CapacityDelta::Release { at, .. }
+            | CapacityDelta::Answered { at, .. }
+            | CapacityDelta::Refused { at, .. } => *at = now,
+        }
+        d
+    }
 }
 
 impl Capacity {

@@ -96,6 +96,12 @@ pub enum CapacityReply {
 
 /// Applies `op` at `now` to `records`; returns the reply and the providers whose records changed
 /// (to be written back). Keeps `records` within [`MAX_PROVIDERS`].
+///
+/// `now` is the store's clock, and every part of the operation is judged by it — the time a
+/// caller stamped on a delta is replaced: a lease's end is written, renewed, compared and
+/// expired on one clock, so callers whose clocks disagree (another host, a skewed or stopped
+/// machine) share one budget all the same (issue 29). A reply's times are the store's too:
+/// [`CapacityReply::on_caller_clock`] turns them into the caller's.
 pub fn apply_op(
     records: &mut BTreeMap<String, Capacity>,
     op: &CapacityOp,
@@ -113,7 +119,10 @@ pub fn apply_op(
         } => {
             let mut changed = Vec::new();
             if let Some((provider, delta)) = release {
-                records.entry(provider.clone()).or_default().apply(delta);
+                records
+                    .entry(provider.clone())
+                    .or_default()
+                    .apply(&delta.at(now));
                 changed.push(provider.clone());
             }
             let mut next_expiry: Option<u64> = None;
@@ -159,7 +168,7 @@ pub fn apply_op(
         }
         CapacityOp::Apply { provider, delta } => {
             let record = records.entry(provider.clone()).or_default();
-            let outcome = record.apply(delta);
+            let outcome = record.apply(&delta.at(now));
             (CapacityReply::Applied(outcome), vec![provider.clone()])
         }
     };
@@ -169,6 +178,21 @@ pub fn apply_op(
         .filter(|p| records.contains_key(p))
         .collect();
     (reply, changed)
+}
+
+impl CapacityReply {
+    /// The reply with its times moved from the store's clock (`store_now`) to the caller's
+    /// (`caller_now`): when a full provider's first lease runs out, as the caller counts.
+    pub fn on_caller_clock(self, store_now: u64, caller_now: u64) -> CapacityReply {
+        match self {
+            CapacityReply::Full {
+                next_expiry: Some(t),
+            } => CapacityReply::Full {
+                next_expiry: Some(caller_now.saturating_add(t.saturating_sub(store_now))),
+            },
+            other => other,
+        }
+    }
 }
 
 /// The limit a caller with `limits` obeys on `provider` at `now`, and the requests in flight.

@@ -27,6 +27,9 @@ pub struct ModelInfo {
     pub input: Option<Vec<String>>,
     #[serde(default)]
     pub context_window: Option<u64>,
+    /// The most tokens one answer may have (Pi's `maxTokens`); `None` = unknown.
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
 }
 
 impl ModelInfo {
@@ -60,5 +63,6 @@ mod tests {
         assert_eq!(m.key(), "fake-a/alpha-1");
         assert!(m.accepts_images());
         assert_eq!(m.context_window, Some(128000));
+        assert_eq!(m.max_tokens, Some(4096));
     }
 }

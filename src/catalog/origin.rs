@@ -419,6 +419,96 @@ pub fn findings(
     out
 }
 
+/// What the user chose for a run: its start model (by `--model`, `--provider`, `--models` or
+/// Pi's saved default) and where failover may go (`--models`).
+#[derive(Debug, Clone, Copy)]
+pub struct Named<'a> {
+    /// The run's start model (`provider/id`), once the run chose it.
+    pub start: Option<&'a str>,
+    /// Something the user gave chose the start model.
+    pub start_chosen: bool,
+    /// `--models` was given: every candidate is one the user named.
+    pub scoped: bool,
+}
+
+/// A model from Pi's built-in catalogue that served an attempt although the user named it
+/// nowhere: the run started on it, or failed over to it outside any `--models` scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unchosen {
+    pub model: String,
+    pub source: KeySource,
+    /// It was the start model (else a failover went to it).
+    pub started: bool,
+}
+
+impl Unchosen {
+    /// A stable code for `--json` consumers.
+    pub fn code(&self) -> &'static str {
+        if self.started {
+            "built_in_start"
+        } else {
+            "built_in_failover"
+        }
+    }
+}
+
+impl fmt::Display for Unchosen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let provider = self
+            .model
+            .split_once('/')
+            .map_or(self.model.as_str(), |(p, _)| p);
+        if self.started {
+            write!(
+                f,
+                "the run started on {}, a model from Pi's built-in catalogue that no --model, \
+                 --models or saved default chose (provider {provider} was brought in by {}); \
+                 name the primary with --model and the backups with --models",
+                self.model, self.source
+            )
+        } else {
+            write!(
+                f,
+                "the run failed over to {}, a model from Pi's built-in catalogue outside any \
+                 --models scope (provider {provider} was brought in by {}); keep failover \
+                 among your models with --models",
+                self.model, self.source
+            )
+        }
+    }
+}
+
+/// The built-in models among `used` (the models the run's attempts went to, in order) that the
+/// user did not name (see [`Named`]), each once.
+pub fn unchosen_built_ins(
+    used: &[String],
+    named: &Named<'_>,
+    config: &PiConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<Unchosen> {
+    let mut out: Vec<Unchosen> = Vec::new();
+    if named.scoped {
+        return out;
+    }
+    for model in used {
+        if out.iter().any(|u| &u.model == model) {
+            continue;
+        }
+        let started = named.start == Some(model.as_str());
+        if started && named.start_chosen {
+            continue;
+        }
+        if let Origin::BuiltIn(source) = config.origin(model, env) {
+            out.push(Unchosen {
+                model: model.clone(),
+                source,
+                started,
+            });
+        }
+    }
+    out
+}
+
 /// A `models.json` value that refers to a variable that is unset or empty here: Pi then has
 /// no such key (or header), and an `apiKey` like that leaves the provider without models.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -295,3 +295,100 @@ fn unset_and_empty_references_are_found_without_reading_values() {
     ]);
     assert_eq!(unset_references(&c, &all), []);
 }
+
+fn used(models: &[&str]) -> Vec<String> {
+    models.iter().map(|m| (*m).to_string()).collect()
+}
+
+/// README's CI example before: no --model, no --models, DEEPSEEK_API_KEY exported; Pi starts
+/// on its own deepseek model and fails over to another built-in one. Both are named, once each,
+/// with the variable that brought them in; a model of models.json is not.
+#[test]
+fn built_in_models_nobody_chose_are_named_once() {
+    let c = config();
+    let e = env(&[("DEEPSEEK_API_KEY", "d")]);
+    let named = Named {
+        start: Some("deepseek/deepseek-v4-pro"),
+        start_chosen: false,
+        scoped: false,
+    };
+    let found = unchosen_built_ins(
+        &used(&[
+            "deepseek/deepseek-v4-pro",
+            "deepseek/deepseek-v4-pro",
+            "zhipu/glm-4.6",
+            "deepseek/deepseek-chat",
+        ]),
+        &named,
+        &c,
+        &e,
+    );
+    let source = KeySource::EnvVar("DEEPSEEK_API_KEY".into());
+    assert_eq!(
+        found,
+        [
+            Unchosen {
+                model: "deepseek/deepseek-v4-pro".into(),
+                source: source.clone(),
+                started: true,
+            },
+            Unchosen {
+                model: "deepseek/deepseek-chat".into(),
+                source,
+                started: false,
+            },
+        ]
+    );
+    assert_eq!(found[0].code(), "built_in_start");
+    assert_eq!(found[1].code(), "built_in_failover");
+    assert_eq!(
+        found[0].to_string(),
+        "the run started on deepseek/deepseek-v4-pro, a model from Pi's built-in catalogue that \
+         no --model, --models or saved default chose (provider deepseek was brought in by \
+         DEEPSEEK_API_KEY); name the primary with --model and the backups with --models"
+    );
+    assert!(
+        found[1]
+            .to_string()
+            .starts_with("the run failed over to deepseek/deepseek-chat, a model from Pi's"),
+        "{}",
+        found[1]
+    );
+}
+
+/// A start the user chose (by --model, --provider or the saved default) is theirs even when
+/// built-in, but a failover outside --models is not; with --models every model is theirs.
+#[test]
+fn what_the_user_named_is_not_warned_about() {
+    let c = config();
+    let e = env(&[("DEEPSEEK_API_KEY", "d")]);
+    let models = used(&["deepseek/deepseek-v4-pro", "openai/gpt-5"]);
+    let chosen = Named {
+        start: Some("deepseek/deepseek-v4-pro"),
+        start_chosen: true,
+        scoped: false,
+    };
+    let found = unchosen_built_ins(&models, &chosen, &c, &e);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].model, "openai/gpt-5");
+    assert_eq!(
+        found[0].source,
+        KeySource::ModelsJsonApiKey("openai".into())
+    );
+    let scoped = Named {
+        scoped: true,
+        ..chosen
+    };
+    assert!(unchosen_built_ins(&models, &scoped, &c, &e).is_empty());
+    // The start was skipped (its breaker was open) and the first attempt went elsewhere: that
+    // one is a failover.
+    let skipped = Named {
+        start: Some("zhipu/glm-4.6"),
+        start_chosen: true,
+        scoped: false,
+    };
+    let found = unchosen_built_ins(&used(&["deepseek/deepseek-v4-pro"]), &skipped, &c, &e);
+    assert_eq!(found.len(), 1);
+    assert!(!found[0].started);
+    assert!(unchosen_built_ins(&used(&["zhipu/glm-4.6"]), &skipped, &c, &e).is_empty());
+}

@@ -268,6 +268,7 @@ fn model(provider: &str, id: &str) -> ModelInfo {
         reasoning: false,
         input: Some(vec!["text".into()]),
         context_window: Some(128_000),
+        max_tokens: None,
     }
 }
 

@@ -5,13 +5,15 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser as _};
-use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::error::ErrorKind;
 use clap::{ArgAction, CommandFactory, Parser};
 
 use crate::complexity::Complexity;
 use crate::settings::{self, parse_decimal};
+use clap_errors::clap_error;
 use hints::{missing_requirement, unicode_dash};
 
+mod clap_errors;
 mod hints;
 
 pub const USAGE: &str = "pi-ccswitch-run [options] [--] [@file ...] <prompt words ...>";
@@ -248,6 +250,20 @@ pub struct Cli {
     #[arg(long, requires = "resume")]
     pub rerun_changed: bool,
 
+    /// With --resume: also count the results recorded in FILE (another shard's, an earlier setup's), read before --output's (repeatable)
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "resume",
+        allow_hyphen_values = true,
+        action = ArgAction::Append
+    )]
+    pub resume_from: Vec<String>,
+
+    /// Exit 0 when the only jobs without an answer failed permanently, in their own input (still listed on stderr and in the results)
+    #[arg(long, requires = "batch")]
+    pub permanent_ok: bool,
+
     /// Run only shard I of N (0 <= I < N), chosen by a stable hash of each job's id
     #[arg(
         long,
@@ -256,6 +272,10 @@ pub struct Cli {
         allow_hyphen_values = true
     )]
     pub shard: Option<String>,
+
+    /// Print the completion script for SHELL (bash, zsh, fish, powershell, elvish) and exit
+    #[arg(long, value_name = "SHELL", group = "mode", value_parser = clap::value_parser!(clap_complete::Shell))]
+    pub completions: Option<clap_complete::Shell>,
 
     /// Ignored (accepted for compatibility with the old runner)
     #[arg(short = 'p', long = "print", hide = true)]
@@ -429,6 +449,10 @@ pub struct BatchArgs {
     pub retry_failed: bool,
     /// `--rerun-changed`: answered jobs whose files changed are run again.
     pub rerun_changed: bool,
+    /// `--resume-from`: earlier result files read before `--output`.
+    pub resume_from: Vec<PathBuf>,
+    /// `--permanent-ok`: failures in the input itself do not make the exit code.
+    pub permanent_ok: bool,
     pub shard: Option<Shard>,
 }
 
@@ -505,7 +529,7 @@ where
                 return Err(UsageError(err));
             }
             return match clap_error(&e) {
-                Some(usage) => Err(usage),
+                Some(usage) => Err(UsageError(usage)),
                 None => {
                     // Like the old runner, scanning stops at `--help`, but a bad argument
                     // before it still wins (`@ --help` is an error, not help).
@@ -519,8 +543,41 @@ where
             };
         }
     };
+    if let Some(shell) = cli.completions {
+        return completions(shell, &args).map(Parsed::Info);
+    }
     cli.into_invocation(Prompt::Required)
         .map(|inv| Parsed::Run(Box::new(inv)))
+}
+
+/// `--completions SHELL`: the script `completions/` holds for SHELL, generated from the
+/// command definition. Alone: another flag or a prompt beside it is a usage error.
+fn completions(shell: clap_complete::Shell, args: &[OsString]) -> Result<String, UsageError> {
+    let given = args
+        .iter()
+        .skip(1)
+        .filter(|a| !a.to_string_lossy().starts_with("--completions"))
+        .count();
+    // `--completions bash` is two arguments, `--completions=bash` one.
+    let value_apart = args.iter().any(|a| a == "--completions");
+    if given > usize::from(value_apart) {
+        return Err(UsageError(
+            "--completions prints a completion script; give it alone (e.g. --completions bash)"
+                .to_string(),
+        ));
+    }
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut command(), "pi-ccswitch-run", &mut out);
+    String::from_utf8(out).map_err(|_| UsageError("the completion script is not UTF-8".into()))
+}
+
+/// Whether the command line asks for `--json` (before any `--`), whether or not it parses: a
+/// usage error then prints a result record too.
+pub fn json_asked(args: &[OsString]) -> bool {
+    args.iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--json")
 }
 
 /// Whether a run without prompt words is an error: not when only the arguments before
@@ -540,78 +597,9 @@ fn error_before_help(args: &[OsString]) -> Option<UsageError> {
         .position(|a| a == "-h" || a == "--help")?;
     let prefix = &args[..at];
     match Cli::try_parse_from(prefix) {
-        Err(e) => clap_error(&e),
+        Err(e) => clap_error(&e).map(UsageError),
         Ok(cli) => cli.into_invocation(Prompt::Optional).err(),
     }
-}
-
-/// Turns clap's error into our one-line usage error; `None` for help/version output.
-fn clap_error(e: &clap::Error) -> Option<UsageError> {
-    let arg = || match e.get(ContextKind::InvalidArg) {
-        Some(ContextValue::String(s)) => s.clone(),
-        _ => String::new(),
-    };
-    let flag_name = |a: String| a.split([' ', '=']).next().unwrap_or_default().to_string();
-    let msg = match e.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => return None,
-        ErrorKind::UnknownArgument => {
-            let suggestion = match e.get(ContextKind::SuggestedArg) {
-                Some(ContextValue::String(s)) => format!(" (did you mean {s}?)"),
-                Some(ContextValue::Strings(v)) if !v.is_empty() => {
-                    format!(" (did you mean {}?)", v.join(" or "))
-                }
-                _ => String::new(),
-            };
-            format!("unsupported option: {}{suggestion}", arg())
-        }
-        ErrorKind::MissingRequiredArgument => {
-            let missing = match e.get(ContextKind::InvalidArg) {
-                Some(ContextValue::Strings(v)) => v.join(", "),
-                _ => String::new(),
-            };
-            format!("{missing} is required by an option given (see --help)")
-        }
-        ErrorKind::InvalidValue | ErrorKind::NoEquals => {
-            let value = match e.get(ContextKind::InvalidValue) {
-                Some(ContextValue::String(s)) => s.clone(),
-                _ => String::new(),
-            };
-            if value.is_empty() {
-                format!("{} requires a value", flag_name(arg()))
-            } else {
-                let valid = match e.get(ContextKind::ValidValue) {
-                    Some(ContextValue::Strings(v)) => format!(" (expected {})", v.join(", ")),
-                    _ => String::new(),
-                };
-                format!("invalid value '{value}' for {}{valid}", flag_name(arg()))
-            }
-        }
-        ErrorKind::ValueValidation => {
-            let name = flag_name(arg());
-            let value = match e.get(ContextKind::InvalidValue) {
-                Some(ContextValue::String(s)) => s.clone(),
-                _ => String::new(),
-            };
-            match name.as_str() {
-                "--timeout-ms" => {
-                    format!("--timeout-ms must be a positive integer (got '{value}')")
-                }
-                "--jobs" => format!("--jobs must be a whole number from 1 to 256 (got '{value}')"),
-                "--task-complexity" => format!(
-                    "invalid value '{value}' for --task-complexity (expected {})",
-                    Complexity::VALUES.join(", ")
-                ),
-                _ => format!("invalid value '{value}' for {name}"),
-            }
-        }
-        _ => {
-            // clap's own first line, without its "error: " prefix.
-            let text = e.render().to_string();
-            let line = text.lines().next().unwrap_or("invalid arguments");
-            line.trim_start_matches("error: ").to_string()
-        }
-    };
-    Some(UsageError(msg))
 }
 
 /// A forwarded value must be present, non-empty and not look like the next flag.
@@ -728,6 +716,13 @@ impl Cli {
                 Some(s) => Some(parse_shard(&s)?),
                 None => None,
             };
+            let resume_from = self
+                .resume_from
+                .into_iter()
+                .map(|f| {
+                    checked("--resume-from", Some(f)).map(|f| PathBuf::from(f.unwrap_or_default()))
+                })
+                .collect::<Result<_, _>>()?;
             Mode::Batch(BatchArgs {
                 file: f,
                 jobs: self.jobs,
@@ -735,6 +730,8 @@ impl Cli {
                 resume: self.resume,
                 retry_failed: self.retry_failed,
                 rerun_changed: self.rerun_changed,
+                resume_from,
+                permanent_ok: self.permanent_ok,
                 shard,
             })
         } else if self.explain {

@@ -642,3 +642,94 @@ fn max_cost_takes_a_total_and_provider_caps() {
     let err = run(&["--max-cost", "1\n2", "hi"]).unwrap_err();
     assert!(!err.contains('\n'), "{err}");
 }
+
+/// `--completions SHELL` prints the script, alone; any other shell or company is a usage error.
+#[test]
+fn completions_are_info_and_given_alone() {
+    for args in [
+        &["x", "--completions", "bash"][..],
+        &["x", "--completions=bash"][..],
+    ] {
+        match parse(args.iter().copied()) {
+            Ok(Parsed::Info(text)) => {
+                assert!(text.contains("complete -F _pi__ccswitch__run"), "{text}");
+                assert!(text.contains("--resume-from") && text.contains("--permanent-ok"));
+            }
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+    for (args, says) in [
+        (
+            &["--completions", "tcsh"][..],
+            "invalid value 'tcsh' for --completions",
+        ),
+        (&["--completions", "bash", "hi"][..], "give it alone"),
+        (&["--completions", "bash", "--json"][..], "give it alone"),
+        (
+            &["--completions", "zsh", "--status"][..],
+            "cannot be used with",
+        ),
+    ] {
+        let err = run(args).expect_err(&format!("{args:?}"));
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+/// `--resume-from` needs `--resume`, is repeatable and keeps the order given; `--permanent-ok`
+/// needs `--batch`.
+#[test]
+fn resume_from_and_permanent_ok() {
+    let inv = run(&[
+        "--batch",
+        "j",
+        "--output",
+        "o",
+        "--resume",
+        "--resume-from",
+        "a.jsonl",
+        "--resume-from=b.jsonl",
+        "--permanent-ok",
+    ])
+    .unwrap();
+    match inv.mode {
+        Mode::Batch(b) => {
+            assert_eq!(
+                b.resume_from,
+                [PathBuf::from("a.jsonl"), PathBuf::from("b.jsonl")]
+            );
+            assert!(b.permanent_ok);
+        }
+        other => panic!("{other:?}"),
+    }
+    for (args, says) in [
+        (
+            &["--batch", "j", "--output", "o", "--resume-from", "a"][..],
+            "--resume",
+        ),
+        (&["--permanent-ok", "hi"][..], "--batch"),
+        (
+            &[
+                "--batch",
+                "j",
+                "--output",
+                "o",
+                "--resume",
+                "--resume-from",
+                "",
+            ][..],
+            "--resume-from requires a value",
+        ),
+    ] {
+        let err = run(args).expect_err(&format!("{args:?}"));
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+/// A usage error still prints a record when `--json` was asked for before any `--`.
+#[test]
+fn json_is_asked_before_the_double_dash_only() {
+    let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+    assert!(json_asked(&os(&["x", "--modle", "m", "--json", "hi"])));
+    assert!(!json_asked(&os(&["x", "--modle", "m", "--", "--json"])));
+    assert!(!json_asked(&os(&["--json"])), "argv[0] is not an argument");
+}

@@ -45,6 +45,9 @@ pub struct Filter<'a> {
     pub capped_providers: &'a BTreeSet<String>,
     /// After a context overflow: only windows strictly larger than this qualify.
     pub larger_context_than: Option<u64>,
+    /// After an answer was cut at an output limit: models whose limit is known to be strictly
+    /// larger than this go first (the others still qualify: a shorter answer may fit anyway).
+    pub larger_output_than: Option<u64>,
     /// Estimated tokens of the request: a model whose declared window is smaller cannot take it.
     pub min_context: u64,
     pub health: &'a Health,
@@ -119,6 +122,12 @@ pub fn server(m: &ModelInfo) -> Option<String> {
 fn penalty(current: &ModelInfo, m: &ModelInfo, f: &Filter<'_>) -> f64 {
     let health = f.health;
     let mut p = 0.0;
+    if let Some(limit) = f.larger_output_than
+        && m.max_tokens.is_none_or(|t| t <= limit)
+    {
+        // Before every other preference: the same cut is the likeliest outcome otherwise.
+        p += 10_000.0;
+    }
     if m.provider == current.provider {
         p += 1000.0;
     }
@@ -256,6 +265,7 @@ mod tests {
             reasoning: false,
             input: Some(vec!["text".into()]),
             context_window: Some(128_000),
+            max_tokens: None,
         }
     }
 
@@ -271,6 +281,7 @@ mod tests {
         health: Health,
         needs_images: bool,
         larger_context_than: Option<u64>,
+        larger_output_than: Option<u64>,
         capped: BTreeSet<String>,
     }
 
@@ -283,6 +294,7 @@ mod tests {
                 health: Health::default(),
                 needs_images: false,
                 larger_context_than: None,
+                larger_output_than: None,
                 capped: BTreeSet::new(),
             }
         }
@@ -307,6 +319,7 @@ mod tests {
                 needs_images: self.needs_images,
                 capped_providers: &self.capped,
                 larger_context_than: self.larger_context_than,
+                larger_output_than: self.larger_output_than,
                 min_context: 0,
                 health: &self.health,
                 now_ms: 1_000,
@@ -688,5 +701,25 @@ mod tests {
         assert_eq!(family(&m), "doubao");
         let m = with(model("p", "custom-7b"), |m| m.name = Some("Custom".into()));
         assert_eq!(family(&m), "custom");
+    }
+
+    /// After a cut answer, a model whose output limit is known to be larger goes first, before
+    /// even the same model id elsewhere; the others still qualify (issue 29).
+    #[test]
+    fn a_larger_output_limit_goes_first_after_a_truncation() {
+        let current = with(model("a", "glm-4.6"), |m| m.max_tokens = Some(4096));
+        let pool = vec![
+            current.clone(),
+            with(model("b", "glm-4.6"), |m| m.max_tokens = Some(4096)),
+            with(model("c", "other"), |m| m.max_tokens = None),
+            with(model("d", "big"), |m| m.max_tokens = Some(32_000)),
+        ];
+        let mut r = Round::new();
+        assert_eq!(r.rank(&current, &pool), ["b/glm-4.6", "c/other", "d/big"]);
+        r.larger_output_than = Some(4096);
+        assert_eq!(r.rank(&current, &pool), ["d/big", "b/glm-4.6", "c/other"]);
+        // An unknown limit of the cut model (0): any known limit is larger.
+        r.larger_output_than = Some(0);
+        assert_eq!(r.rank(&current, &pool), ["b/glm-4.6", "d/big", "c/other"]);
     }
 }

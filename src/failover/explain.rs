@@ -247,6 +247,7 @@ mod tests {
             reasoning: false,
             input: None,
             context_window: None,
+            max_tokens: None,
         }
     }
 
@@ -333,6 +334,7 @@ mod server_tests {
             reasoning: false,
             input: None,
             context_window: None,
+            max_tokens: None,
         };
         let pool = [at("zai"), at("zai-2")];
         let mut h = Health::default();

@@ -144,6 +144,9 @@ pub struct Attempt {
     /// The provider refused it for capacity (too many requests in flight): a signal to slow
     /// down, not a failure of the model.
     pub capacity_signal: bool,
+    /// The text of an answer cut at the output limit ([`FailureClass::Truncated`]): never
+    /// printed as an answer, shown only in `--json`.
+    pub partial: Option<String>,
 }
 
 /// What a progress line is about, so each mode shows what matters to it: a single run shows
@@ -352,5 +355,8 @@ pub(super) enum Plan {
     RetrySame,
     /// A capacity signal: give the slot back as refused, then wait for one.
     SlowDown,
+    /// The run's slot lapsed while it could not renew it (stopped, SIGSTOP, or starved past
+    /// the lease's TTL): take a slot again, then send the request again.
+    Retake,
     Exhaust(super::Exhaustion),
 }

@@ -17,13 +17,15 @@
 //! Details of the grammar:
 //!
 //! - **Absolute times** are `YYYY-MM-DD`, then `T` or one space, then `HH:MM[:SS[.fff]]`, then
-//!   a zone: `Z`, `±HH:MM`, `±HHMM`, `±HH`, `UTC` or `GMT` (one space allowed before the zone).
+//!   a zone: `Z`, `±HH:MM`, `±HHMM`, `±HH`, `UTC` or `GMT` (one space allowed before the zone),
+//!   the names optionally followed by an offset whose hour may be one digit (`UTC+8`,
+//!   `UTC+08:00`, `UTC +8:00`, `GMT+0800`: how Chinese vendors write Beijing time).
 //!   Without a zone only Zhipu's own shape is read — a space, and seconds — and it is China
 //!   Standard Time: Zhipu (bigmodel.cn, and Z.AI when it writes no zone) states its resets in
 //!   Beijing time whatever the zone of the machine reading them. A zone-less `…T…` or a time
 //!   without seconds is someone else's local time in an unknown zone: not read. Dates and times
 //!   are validated (month, day of month with leap years, hour ≤ 23, minute and second ≤ 59,
-//!   offset ≤ 23:59) and converted with our own days-from-civil arithmetic; years before 1970
+//!   offset ≤ 23:59) and converted with `jiff`'s calendar; years before 1970
 //!   or after 9999 are not read. A date alone (`Resets at 2026-06-01.`), a time of day alone
 //!   (`Resets at 10:00 UTC`), an HTTP-date `Retry-After` and unix-epoch numbers are not read.
 //! - **An absolute time counts only next to a reset word**: within [`CUE_BEFORE`] bytes before
@@ -61,13 +63,13 @@
 //!
 //! # Bounds: what is believed
 //!
-//! The latest stated time is returned only if it is after `now_ms` and at most [`MAX_AHEAD_MS`]
-//! (8 days: a weekly window plus slack) ahead. A time in the past or exactly now (a stale or
-//! already-lifted limit, or a skewed clock), one further ahead (a monthly cap, or nonsense), a
-//! number too large for the arithmetic (it saturates, so it lands beyond the bound), or nothing
-//! parsable: `None`, and today's cooldowns apply. The bound is applied to the winner, not to
-//! each candidate: if one statement is beyond belief the text is, and a smaller statement
-//! beside it is not believed instead.
+//! A stated time is believed only if it is after `now_ms` and at most [`MAX_AHEAD_MS`] (8 days:
+//! a weekly window plus slack) ahead. A time in the past or exactly now (a stale or
+//! already-lifted limit, or a skewed clock), one further ahead (a monthly cap, or nonsense), or
+//! a number too large for the arithmetic (it saturates, so it lands beyond the bound) is
+//! skipped, and the latest of the rest wins: a body stating a 5-hour reset in 2 h beside a
+//! monthly one in 20 days is the 2-hour reset (issue 29; both limits are real, and only the
+//! near one can be waited for). Nothing believable: `None`, and today's cooldowns apply.
 //!
 //! # Cost
 //!
@@ -79,7 +81,7 @@
 //! pattern backtracks; numbers of any length are read once with saturating arithmetic.
 
 /// How far ahead a stated time may lie and still be believed: 8 days.
-pub const MAX_AHEAD_MS: u64 = 8 * 24 * 3600 * 1000;
+pub const MAX_AHEAD_MS: u64 = crate::health::cooldown::MAX_STATED_AHEAD_MS;
 
 /// How much of an error text is read (see the module doc).
 pub const MAX_SCANNED: usize = 16 * 1024;
@@ -134,10 +136,7 @@ impl Form {
 pub fn stated_reset(error_text: &str, now_ms: u64) -> Option<Stated> {
     let text = head(error_text, MAX_SCANNED);
     let now = u128::from(now_ms);
-    let best = latest(text, now)?;
-    if best.at_ms <= now || best.at_ms - now > u128::from(MAX_AHEAD_MS) {
-        return None;
-    }
+    let best = latest(text, now, Some(u128::from(MAX_AHEAD_MS)))?;
     Some(Stated {
         at_ms: u64::try_from(best.at_ms).ok()?,
         form: best.form,
@@ -145,8 +144,9 @@ pub fn stated_reset(error_text: &str, now_ms: u64) -> Option<Stated> {
     })
 }
 
-/// The latest time stated in `text`, believable or not.
-fn latest(text: &str, now: u128) -> Option<Candidate> {
+/// The latest time stated in `text` within `(now, now + ahead]`, or believable or not when
+/// `ahead` is `None`.
+fn latest(text: &str, now: u128, ahead: Option<u128>) -> Option<Candidate> {
     // Same byte offsets as `text`: only ASCII is changed, ASCII for ASCII.
     let lower = text.to_ascii_lowercase();
     let norm: String = lower
@@ -155,6 +155,11 @@ fn latest(text: &str, now: u128) -> Option<Candidate> {
         .collect();
     let mut best: Option<Candidate> = None;
     let mut offer = |c: Candidate| {
+        if let Some(ahead) = ahead
+            && (c.at_ms <= now || c.at_ms - now > ahead)
+        {
+            return; // past, or beyond belief: skipped, whatever else the text states
+        }
         // Latest wins; on a tie the earlier in the text.
         if best
             .as_ref()
@@ -307,21 +312,46 @@ fn timestamp(b: &[u8], at: usize) -> Option<(u64, Form, usize)> {
     if is_digit(b.get(end)) {
         return None; // `…:545`, `+08:001`: not a time we know the end of
     }
-    let valid = (1970..=9999).contains(&year)
-        && (1..=12).contains(&month)
-        && (1..=days_in_month(year, month)).contains(&day)
-        && hour <= 23
-        && minute <= 59
-        && second.unwrap_or(0) <= 59;
-    if !valid {
-        return None;
+    if !(1970..=9999).contains(&year) || second.unwrap_or(0) > 59 {
+        return None; // jiff would take a leap second `:60`; no provider means one
     }
-    let local_s = days_from_civil(year, month, day) * 86_400
-        + hour * 3600
-        + minute * 60
-        + second.unwrap_or(0);
-    let utc_ms = (local_s - offset_s) * 1000 + millis;
-    u64::try_from(utc_ms).ok().map(|ms| (ms, form, end))
+    let utc_ms = civil_to_unix_ms(
+        year,
+        month,
+        day,
+        hour,
+        minute,
+        second.unwrap_or(0),
+        offset_s,
+    )?;
+    u64::try_from(utc_ms.checked_add(millis)?)
+        .ok()
+        .map(|ms| (ms, form, end))
+}
+
+/// A validated civil date and time at `offset_s` east of UTC as unix milliseconds (`None` for
+/// a date or time that does not exist: month 13, 31 April, 29 February 2027, hour 24).
+fn civil_to_unix_ms(
+    year: i64,
+    month: i64,
+    day: i64,
+    hour: i64,
+    minute: i64,
+    second: i64,
+    offset_s: i64,
+) -> Option<i64> {
+    let small = |v: i64| i8::try_from(v).ok();
+    let date =
+        jiff::civil::Date::new(i16::try_from(year).ok()?, small(month)?, small(day)?).ok()?;
+    jiff::civil::Time::new(small(hour)?, small(minute)?, small(second)?, 0).ok()?;
+    // Days since the epoch as calendar arithmetic: a `Timestamp` would stop short of the last
+    // hours of year 9999, which a civil date reaches.
+    let days = jiff::civil::date(1970, 1, 1)
+        .until((jiff::Unit::Day, date))
+        .ok()?
+        .get_days();
+    let local_s = i64::from(days) * 86_400 + hour * 3600 + minute * 60 + second;
+    Some((local_s - offset_s) * 1000)
 }
 
 /// Milliseconds of the fraction digits at `at` (rounded up), and where they end. Any number of
@@ -356,7 +386,10 @@ enum Zone {
     Malformed,
 }
 
-/// The zone at `at`; one space is allowed before it.
+/// The zone at `at`; one space is allowed before it. `UTC` and `GMT` may carry an offset
+/// (`UTC+8`, `UTC+08:00`, `UTC +8:00`, `GMT+0800`), as Chinese vendors write Beijing time:
+/// after the name one space is allowed and the hour may be one digit, which a bare offset may
+/// not (a lone `+8` after a time is not known to be a zone).
 fn zone(b: &[u8], at: usize) -> Zone {
     if b.get(at) == Some(&b'z') {
         return Zone::Offset(0, at + 1);
@@ -366,58 +399,51 @@ fn zone(b: &[u8], at: usize) -> Zone {
         && (name == b"utc" || name == b"gmt")
         && !b.get(q + 3).is_some_and(u8::is_ascii_alphabetic)
     {
-        return Zone::Offset(0, q + 3);
+        let r = if b.get(q + 3) == Some(&b' ') {
+            q + 4
+        } else {
+            q + 3
+        };
+        return match offset(b, r, true) {
+            Zone::Absent => Zone::Offset(0, q + 3),
+            named => named,
+        };
     }
+    offset(b, q, false)
+}
+
+/// A numeric offset at `q`: `±HH`, `±HHMM`, `±HH:MM`, and with `short_hour` also `±H`, `±H:MM`.
+fn offset(b: &[u8], q: usize, short_hour: bool) -> Zone {
     let sign = match b.get(q) {
         Some(b'+') if is_digit(b.get(q + 1)) => 1,
         Some(b'-') if is_digit(b.get(q + 1)) => -1,
         _ => return Zone::Absent,
     };
-    let Some(hours) = fixed_digits(b, q + 1, 2) else {
-        return Zone::Malformed;
+    let (hours, h_end) = match fixed_digits(b, q + 1, 2) {
+        Some(h) => (h, q + 3),
+        None if short_hour => match fixed_digits(b, q + 1, 1) {
+            Some(h) => (h, q + 2),
+            None => return Zone::Malformed,
+        },
+        None => return Zone::Malformed,
     };
-    let (minutes, end) = if b.get(q + 3) == Some(&b':') {
-        match fixed_digits(b, q + 4, 2) {
-            Some(m) => (m, q + 6),
+    let (minutes, end) = if b.get(h_end) == Some(&b':') {
+        match fixed_digits(b, h_end + 1, 2) {
+            Some(m) => (m, h_end + 3),
             None => return Zone::Malformed,
         }
-    } else if let Some(m) = fixed_digits(b, q + 3, 2) {
-        (m, q + 5)
+    } else if h_end == q + 3
+        && let Some(m) = fixed_digits(b, h_end, 2)
+    {
+        (m, h_end + 2)
     } else {
-        (0, q + 3)
+        (0, h_end)
     };
     if hours <= 23 && minutes <= 59 {
         Zone::Offset(sign * (hours * 3600 + minutes * 60), end)
     } else {
         Zone::Malformed
     }
-}
-
-fn is_leap(year: i64) -> bool {
-    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
-}
-
-fn days_in_month(year: i64, month: i64) -> i64 {
-    match month {
-        2 if is_leap(year) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days from 1970-01-01 to a proleptic Gregorian date (year ≥ 1 here). Counts in 400-year eras
-/// from 0000-03-01, so that the leap day is the last day of its year; the inverse of
-/// `timefmt::civil_from_days`.
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    const DAYS_0000_03_01_TO_1970: i64 = 719_468;
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400; // year of era, [0, 399]
-    let mp = (month + 9) % 12; // month from March, [0, 11]
-    let doy = (153 * mp + 2) / 5 + day - 1; // day of year from March 1, [0, 365]
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy; // day of era, [0, 146096]
-    era * 146_097 + doe - DAYS_0000_03_01_TO_1970
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -364,8 +364,14 @@ fn the_latest_stated_time_wins() {
         Form::Relative,
         "retry after 1 seconds",
     );
-    // A statement beyond belief spoils the text: the smaller one beside it is not believed.
-    none("try again in 1s. Your limit will reset at 2027-01-01T00:00:00Z");
+    // A statement beyond belief is skipped like a past one: the one beside it still counts
+    // (a 5-hour reset in 2 h beside a monthly one in 20 days).
+    check(
+        "try again in 1s. Your limit will reset at 2027-01-01T00:00:00Z",
+        NOW + 1000,
+        Form::Relative,
+        "try again in 1s",
+    );
 }
 
 #[test]
@@ -479,16 +485,27 @@ fn invalid_dates_and_times_are_not_read() {
     assert_eq!(parse("1970-01-01 07:59:59"), None);
 }
 
-/// Our days-from-civil against `timefmt`'s civil-from-days, which is its inverse written the
-/// other way: every day from 1970 to 2300.
+/// The calendar (jiff) against `timefmt`'s civil-from-days, written independently: every day
+/// from 1970 to 2300, at midnight UTC and at 08:00 in China.
 #[test]
-fn days_from_civil_inverts_timefmt() {
+fn civil_dates_agree_with_timefmt() {
     for days in 0..120_000i64 {
         let iso = crate::timefmt::iso_utc(u64::try_from(days).unwrap() * 86_400_000);
         let field = |r: std::ops::Range<usize>| iso[r].parse::<i64>().unwrap();
         let (y, m, d) = (field(0..4), field(5..7), field(8..10));
-        assert_eq!(days_from_civil(y, m, d), days, "{iso}");
+        let ms = days * 86_400_000;
+        assert_eq!(civil_to_unix_ms(y, m, d, 0, 0, 0, 0), Some(ms), "{iso}");
+        assert_eq!(
+            civil_to_unix_ms(y, m, d, 8, 0, 0, 8 * 3600),
+            Some(ms),
+            "{iso}"
+        );
     }
+    // Days that do not exist.
+    assert_eq!(civil_to_unix_ms(2027, 2, 29, 0, 0, 0, 0), None);
+    assert_eq!(civil_to_unix_ms(2026, 4, 31, 0, 0, 0, 0), None);
+    assert_eq!(civil_to_unix_ms(2026, 13, 1, 0, 0, 0, 0), None);
+    assert_eq!(civil_to_unix_ms(2026, 1, 1, 24, 0, 0, 0), None);
 }
 
 #[test]
@@ -547,10 +564,8 @@ fn named(file: &str) -> Result<Named, String> {
         |r: std::ops::Range<usize>| when[r].parse::<i64>().map_err(|e| format!("{when}: {e}"));
     let (y, mo, d) = (num(0..4)?, num(4..6)?, num(6..8)?);
     let (h, mi, s) = (num(9..11)?, num(11..13)?, num(13..15)?);
-    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s;
-    Ok(Named::At(
-        u64::try_from(secs * 1000).map_err(|e| e.to_string())?,
-    ))
+    let ms = civil_to_unix_ms(y, mo, d, h, mi, s, 0).ok_or(format!("{when}: no such time"))?;
+    Ok(Named::At(u64::try_from(ms).map_err(|e| e.to_string())?))
 }
 
 /// `20m30s`, `1s`, `37467ms`, `14m35s40ms`: digits then `d`, `h`, `m`, `s` or `ms`, repeated.
@@ -625,7 +640,7 @@ fn fixtures_state_the_resets_their_names_say() {
             Err(e) => fail(e),
             Ok(Named::Nothing) => {
                 // Not even one beyond belief.
-                if let Some(c) = latest(head(message, MAX_SCANNED), u128::from(NOW)) {
+                if let Some(c) = latest(head(message, MAX_SCANNED), u128::from(NOW), None) {
                     let quoted = quote(message, c.start, c.end);
                     fail(format!("names no reset, states {quoted:?}"));
                 }
@@ -654,4 +669,64 @@ fn fixtures_state_the_resets_their_names_say() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(stating >= 20, "expected a real corpus, found {stating}");
+}
+
+/// Issue 29: `UTC+8` and its spellings are Beijing time, not UTC (the breaker stayed open 8 h
+/// too long), whatever sits between the time, the name and the offset.
+#[test]
+fn utc_and_gmt_with_an_offset() {
+    // 2026-12-02 03:43:54 in Beijing is ZAI_1310.
+    for zone in [
+        "UTC+8",
+        "UTC+08:00",
+        "UTC+8:00",
+        "GMT+8",
+        "GMT+0800",
+        "UTC +8",
+        "UTC+08",
+        " UTC+8",
+        " GMT +08:00",
+    ] {
+        let text = format!("Your limit will reset at 2026-12-02 03:43:54{zone}.");
+        let s = read(&text).unwrap_or_else(|| panic!("nothing read from {text:?}"));
+        assert_eq!((s.at_ms, s.form), (ZAI_1310, Form::Zoned), "{text}");
+        assert!(s.text.ends_with(zone.trim_start()), "{text}: {}", s.text);
+    }
+    let s = read("reset at 2026-12-02T03:43:54UTC+8").unwrap();
+    assert_eq!(s.at_ms, ZAI_1310);
+    // West of UTC, and a name with no offset is still UTC.
+    assert_eq!(
+        read("reset at 2026-12-01 14:43:54 UTC-5").map(|s| s.at_ms),
+        Some(ZAI_1310)
+    );
+    assert_eq!(
+        read("reset at 2026-12-01 19:43:54 UTC, then").map(|s| s.at_ms),
+        Some(ZAI_1310)
+    );
+    // Not an offset: out of range, or a bare one-digit hour without a name.
+    none("reset at 2026-12-02 03:43:54 UTC+24");
+    none("reset at 2026-12-02 03:43:54 UTC+8:60");
+    assert_eq!(
+        read("reset at 2026-12-01T19:43:54+8").map(|s| s.at_ms),
+        None,
+        "a bare +8 is not a zone"
+    );
+}
+
+/// Issue 29: a date beyond the 8-day bound is skipped like a past one; another stated reset in
+/// the same body still counts (a 5-hour reset in 2 h and a monthly one in 20 days).
+#[test]
+fn a_date_beyond_the_bound_does_not_spoil_the_rest() {
+    const TWO_HOURS: u64 = 2 * 3_600_000;
+    for text in [
+        "5-hour limit: resets at 2026-12-01T02:00:00Z. Monthly limit: resets at 2026-12-21T00:00:00Z.",
+        "Monthly limit: resets at 2026-12-21T00:00:00Z. 5-hour limit: resets at 2026-12-01T02:00:00Z.",
+        "您的5小时限额将在 2026-12-01 10:00:00 重置，月度限额将在 2026-12-21 08:00:00 重置",
+        "Monthly limit resets at 2026-12-21T00:00:00Z; please try again in 2h",
+    ] {
+        let s = read(text).unwrap_or_else(|| panic!("nothing read from {text:?}"));
+        assert_eq!(s.at_ms, NOW + TWO_HOURS, "{text}");
+    }
+    // Only beyond-belief statements: nothing.
+    none("resets at 2026-12-21T00:00:00Z, or try again in 20d");
 }

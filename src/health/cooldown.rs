@@ -9,6 +9,14 @@ const HOUR: u64 = 60 * MIN;
 /// Half-open probe lease: how long one process may hold the right to probe a cooled provider.
 pub const PROBE_LEASE_MS: u64 = 2 * MIN;
 
+/// The longest cooldown any class's rules give (the rate limit's cap); a stated reset may last
+/// longer (up to the 8 days a statement is believed).
+pub const MAX_COOLDOWN_MS: u64 = 24 * HOUR;
+
+/// How far ahead a provider's stated reset is believed (`failover::stated` reads no later one),
+/// and so the longest a stored stated reset may lie ahead: 8 days, a weekly window plus slack.
+pub const MAX_STATED_AHEAD_MS: u64 = 8 * 24 * HOUR;
+
 /// The most a stated reset is moved later before its breaker reopens ([`stated_spread_ms`]).
 pub const STATED_SPREAD_MAX_MS: u64 = 3000;
 
@@ -37,7 +45,10 @@ pub fn cooldown_base_and_cap(class: FailureClass) -> Option<(u64, u64)> {
         // Content policy: the model cools for 2 min; its family is avoided for the round instead.
         FailureClass::ContentPolicy => Some((2 * MIN, 2 * MIN)),
         FailureClass::Unknown => Some((2 * MIN, 30 * MIN)),
-        FailureClass::ContextOverflow | FailureClass::Schema | FailureClass::UserAbort => None,
+        FailureClass::ContextOverflow
+        | FailureClass::Truncated
+        | FailureClass::Schema
+        | FailureClass::UserAbort => None,
     }
 }
 

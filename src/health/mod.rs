@@ -121,6 +121,29 @@ impl Record {
         }
     }
 
+    /// Bounds the record's times to what the rules could have written by `now_ms`: a cooldown
+    /// at most the longest cap ahead ([`cooldown::MAX_COOLDOWN_MS`]) — a stated reset's at most
+    /// the 8 days a statement is believed, plus its spread — and a probe lease at most
+    /// [`cooldown::PROBE_LEASE_MS`]. A record written by a clock far ahead (`faketime +400d`),
+    /// or forged (year 9999), then blocks a model no longer than a real failure could (issue 29).
+    pub fn clamp_times(&mut self, now_ms: u64) {
+        let stated_bound = now_ms.saturating_add(cooldown::MAX_STATED_AHEAD_MS);
+        if self.stated_reset.is_some_and(|t| t > stated_bound) {
+            self.stated_reset = None;
+            self.stated_words = None;
+        }
+        let bound = match self.stated_reset {
+            Some(_) => stated_bound.saturating_add(cooldown::STATED_SPREAD_MAX_MS),
+            None => now_ms.saturating_add(cooldown::MAX_COOLDOWN_MS),
+        };
+        if let Some(t) = &mut self.cooldown_until {
+            *t = (*t).min(bound);
+        }
+        if let Some(t) = &mut self.lease_until {
+            *t = (*t).min(now_ms.saturating_add(cooldown::PROBE_LEASE_MS));
+        }
+    }
+
     fn succeed(&mut self, at: u64) {
         self.consecutive_failures = 0;
         self.total_successes = self.total_successes.saturating_add(1);
@@ -447,7 +470,17 @@ impl Health {
     /// Keeps at most [`MAX_RECORDS_PER_SCOPE`] records per scope. The first to go are records
     /// of keys `listed` says Pi no longer lists, then the ones idle the longest; records that
     /// block a model right now (disabled, cooling, leased) go last.
+    /// Every record's times bounded by what the rules could have written ([`Record::clamp_times`]).
+    pub fn clamp_times(&mut self, now_ms: u64) {
+        for scope in BREAKER_SCOPES {
+            if let Some(map) = self.records_mut(scope) {
+                map.values_mut().for_each(|r| r.clamp_times(now_ms));
+            }
+        }
+    }
+
     pub fn prune(&mut self, now_ms: u64, listed: &dyn Fn(Scope, &str) -> bool) {
+        self.clamp_times(now_ms);
         for scope in BREAKER_SCOPES {
             let Some(map) = self.records_mut(scope) else {
                 continue;
@@ -486,6 +519,51 @@ impl Health {
 mod tests {
     use super::*;
 
+    /// Issue 29: stored times are bounded on read by what the rules could have written.
+    #[test]
+    fn stored_times_are_clamped_to_what_the_rules_allow() {
+        const NOW: u64 = 1_800_000_000_000;
+        let mut r = Record {
+            consecutive_failures: 1,
+            cooldown_until: Some(u64::MAX),
+            lease_until: Some(u64::MAX),
+            ..Record::default()
+        };
+        r.clamp_times(NOW);
+        assert_eq!(r.cooldown_until, Some(NOW + cooldown::MAX_COOLDOWN_MS));
+        assert_eq!(r.lease_until, Some(NOW + cooldown::PROBE_LEASE_MS));
+        // A believable stated reset keeps its cooldown up to 8 days and the spread…
+        let week = 7 * 24 * 3_600_000;
+        let mut r = Record {
+            cooldown_until: Some(NOW + week + 1000),
+            stated_reset: Some(NOW + week),
+            stated_words: Some("resets at …".into()),
+            ..Record::default()
+        };
+        r.clamp_times(NOW);
+        assert_eq!(r.cooldown_until, Some(NOW + week + 1000));
+        // …one beyond belief is dropped, and the cooldown bounded as our own.
+        let mut r = Record {
+            cooldown_until: Some(u64::MAX),
+            stated_reset: Some(u64::MAX - 1),
+            stated_words: Some("year 9999".into()),
+            ..Record::default()
+        };
+        r.clamp_times(NOW);
+        assert_eq!(r.stated_reset, None);
+        assert_eq!(r.stated_words, None);
+        assert_eq!(r.cooldown_until, Some(NOW + cooldown::MAX_COOLDOWN_MS));
+        // Times within the rules are left alone; so is a time in the past.
+        let mut r = Record {
+            cooldown_until: Some(NOW + 60_000),
+            lease_until: Some(NOW - 5),
+            ..Record::default()
+        };
+        let before = r.clone();
+        r.clamp_times(NOW);
+        assert_eq!(r, before);
+    }
+
     fn model(provider: &str, id: &str, url: &str) -> ModelInfo {
         ModelInfo {
             provider: provider.into(),
@@ -495,6 +573,7 @@ mod tests {
             reasoning: false,
             input: Some(vec!["text".into()]),
             context_window: Some(128_000),
+            max_tokens: None,
         }
     }
 

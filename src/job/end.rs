@@ -73,7 +73,7 @@ pub enum Unprepared {
         error: AttachError,
         content_hash: Option<u64>,
     },
-    /// Every attachment was empty: nothing to send (a batch job; a single run warns instead).
+    /// Every attachment was empty: nothing to send (a single run and a batch job alike).
     AllEmpty(Prepared),
     /// The deadline (of `timeout_ms`) passed while reading.
     Deadline { timeout_ms: u64 },
@@ -116,6 +116,8 @@ pub struct Ended {
     pub elapsed_ms: u64,
     /// How long the job waited for a capacity slot (its providers were at their limits).
     pub capacity_wait_ms: u64,
+    /// The model the run started from (`provider/id`), once it chose one.
+    pub start_model: Option<String>,
     /// SHA-256 of each attachment, in order, when they were read.
     pub digests: Vec<[u8; 32]>,
     /// The job's content hash (see `attach::digest`), when its attachments could be read.
@@ -132,6 +134,7 @@ impl Ended {
             tried: Vec::new(),
             elapsed_ms: 0,
             capacity_wait_ms: 0,
+            start_model: None,
             digests: Vec::new(),
             content_hash: None,
         }

@@ -86,7 +86,7 @@ impl Thinking {
 
 /// Reads the attachments (on the blocking pool: decoding and downscaling a photo takes a few
 /// hundred ms, during which other workers' Pi streams must still be served) within `deadline`.
-/// A batch job whose attachments are all empty is refused here; a single run warns.
+/// A run or batch job whose attachments are all empty is refused here.
 pub async fn prepare(
     files: &[String],
     prompt: &str,

@@ -525,6 +525,7 @@ mod tests {
             reasoning: false,
             input: None,
             context_window: None,
+            max_tokens: None,
         }
     }
 

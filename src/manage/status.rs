@@ -64,6 +64,7 @@ pub fn statuses(models: &[ModelInfo], health: &Health, now_ms: u64) -> Vec<Model
                     reasoning: false,
                     input: None,
                     context_window: None,
+                    max_tokens: None,
                 },
                 false,
             ));
@@ -387,6 +388,7 @@ mod tests {
             reasoning: false,
             input: None,
             context_window: None,
+            max_tokens: None,
         };
         let rows = statuses(&[m("glm-4.6"), m("glm-4.5")], &h, now);
         let table = status_table(&rows, &h, Some(|_| Some(-5 * 3600)));
@@ -436,6 +438,7 @@ mod tests {
             reasoning: false,
             input: None,
             context_window: None,
+            max_tokens: None,
         };
         let table = status_table(&statuses(&[m], &h, 60_000), &h, None);
         let header = table.lines().next().unwrap();

@@ -114,3 +114,68 @@ pub fn clean_controls(s: &str) -> String {
     }
     out
 }
+
+/// Zero-width characters: invisible, so a key with one inside looks whole to a reader while
+/// every scanner sees two short words (issue 29).
+pub fn is_zero_width(c: char) -> bool {
+    matches!(
+        c,
+        '\u{200b}' | '\u{200c}' | '\u{200d}' | '\u{2060}' | '\u{feff}' | '\u{00ad}'
+    )
+}
+
+/// Consecutive `\uXXXX` escapes of key characters at least this many in a row are decoded
+/// before scanning (a key spelled out in escapes); fewer are ordinary JSON.
+const ESCAPED_RUN_MIN: usize = 4;
+
+/// What the scanners read instead of `s`: zero-width characters (as themselves or as `\u200b`
+/// escapes) dropped, and runs of `\uXXXX` escapes of key characters decoded, so that neither
+/// hides a key from the rules (a fully escaped key, a key with a zero-width space inside).
+/// Text without either is returned as it is.
+pub fn unhide(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.contains("\\u") && !s.contains("\\U") && !s.chars().any(is_zero_width) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' {
+            let mut run = Vec::new();
+            let mut j = i;
+            let mut zero_width = false;
+            while let Some(c) = escaped_char(b, j) {
+                if is_zero_width(c) {
+                    zero_width = true;
+                } else if c.is_ascii() && (is_key_char(c as u8) || c == '.') {
+                    run.push(c);
+                } else {
+                    break;
+                }
+                j += 6;
+            }
+            if j > i && (zero_width || run.len() >= ESCAPED_RUN_MIN) {
+                out.extend(run);
+                i = j;
+                continue;
+            }
+        }
+        let Some(c) = s.get(i..).and_then(|r| r.chars().next()) else {
+            break;
+        };
+        if !is_zero_width(c) {
+            out.push(c);
+        }
+        i += c.len_utf8();
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// The character of a `\uXXXX` escape at `at`.
+fn escaped_char(b: &[u8], at: usize) -> Option<char> {
+    if b.get(at) != Some(&b'\\') || !matches!(b.get(at + 1), Some(b'u' | b'U')) {
+        return None;
+    }
+    let hex = std::str::from_utf8(b.get(at + 2..at + 6)?).ok()?;
+    char::from_u32(u32::from_str_radix(hex, 16).ok()?)
+}

@@ -162,6 +162,7 @@ fn mask_piece(piece: &str, forms: &[String], out: &mut String) {
     }
     split_hits(piece, forms, &mut hits);
     prefix_hits(piece, forms, &mut hits);
+    suffix_hits(piece, forms, &mut hits);
     if hits.is_empty() {
         out.push_str(piece);
         return;
@@ -190,18 +191,28 @@ fn mask_piece(piece: &str, forms: &[String], out: &mut String) {
     out.push_str(piece.get(copied..).unwrap_or(""));
 }
 
-/// Occurrences of long secrets with whitespace inside (`sk-abc…\n…xyz` after wrapping): the
-/// text is searched with its whitespace left out, and each hit is mapped back to the span of
-/// the original text it came from.
+/// Occurrences of long secrets with whitespace inside (`sk-abc…\n…xyz` after wrapping, or a
+/// JSON-escaped line break `\n` inside an error body that Pi hands on as JSON text): the text
+/// is searched with its whitespace, zero-width characters and those escapes left out, and each hit is mapped back to
+/// the span of the original text it came from.
 fn split_hits(piece: &str, forms: &[String], hits: &mut Vec<(usize, usize)>) {
-    if !piece.bytes().any(|b| b.is_ascii_whitespace()) {
+    let b = piece.as_bytes();
+    let escape_at =
+        |at: usize| b.get(at) == Some(&b'\\') && matches!(b.get(at + 1), Some(b'n' | b'r' | b't'));
+    let hidden = |c: char| c.is_whitespace() || super::bytes::is_zero_width(c);
+    if !piece.chars().any(hidden) && !(0..b.len()).any(escape_at) {
         return;
     }
     let mut compact = String::with_capacity(piece.len());
     // For each byte of `compact`, where it is in `piece`.
     let mut origin: Vec<usize> = Vec::with_capacity(piece.len());
+    let mut skip_to = 0;
     for (at, c) in piece.char_indices() {
-        if c.is_whitespace() {
+        if at < skip_to || hidden(c) {
+            continue;
+        }
+        if escape_at(at) {
+            skip_to = at + 2;
             continue;
         }
         compact.push(c);
@@ -253,6 +264,39 @@ fn prefix_hits(piece: &str, forms: &[String], hits: &mut Vec<(usize, usize)>) {
             if prefix_of {
                 hits.push((i, end));
             }
+        }
+        i = end;
+    }
+}
+
+/// The shortest trailing part of a known secret that is masked (`…a1b2c3d4e5f6`, the last
+/// characters of a key that a provider or a dashboard shows): keys end randomly, so no share of
+/// the secret is needed, as it is for a leading part.
+const SUFFIX_MIN: usize = 10;
+
+/// Words that are a trailing part of a long secret: the word is masked when at least
+/// [`SUFFIX_MIN`] long. A word here is a run of key characters (a `.`, `*` or `…` before the
+/// tail, as in `sk-…a1b2c3`, ends it).
+fn suffix_hits(piece: &str, forms: &[String], hits: &mut Vec<(usize, usize)>) {
+    let b = piece.as_bytes();
+    let word = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'/' | b'+' | b'=');
+    let mut i = 0;
+    while i < b.len() {
+        if !word(b[i]) {
+            i += 1;
+            continue;
+        }
+        let mut end = i;
+        while end < b.len() && word(b[end]) {
+            end += 1;
+        }
+        let w = &piece[i..end];
+        if w.len() >= SUFFIX_MIN
+            && forms
+                .iter()
+                .any(|f| f.len() >= TRANSFORMED_MIN && f.len() > w.len() && f.ends_with(w))
+        {
+            hits.push((i, end));
         }
         i = end;
     }

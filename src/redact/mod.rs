@@ -48,7 +48,7 @@ mod shape;
 mod sources;
 
 pub use bytes::MASK;
-use bytes::{ELLIPSIS, clean_controls};
+use bytes::{ELLIPSIS, clean_controls, unhide};
 pub use known::{MIN_SECRET_CHARS, add_known_secrets};
 pub use sources::{
     commands_in_config, is_secret_env_name, parse_like_pi, referenced_vars, secrets_in_auth_json,
@@ -69,9 +69,10 @@ pub fn redact(text: &str) -> String {
 #[must_use]
 pub fn redact_capped(text: &str, max_chars: usize) -> String {
     let text = precut(text, max_chars);
-    // Controls go first: an ANSI colour code glued to a key (`\x1b[1msk-…`) must not hide the
-    // key's start from the scanners.
-    let clean = clean_controls(text);
+    // What hides a key from every rule goes first: zero-width characters inside it, a key
+    // spelled in `\u` escapes, and control characters (an ANSI colour code glued to a key,
+    // `\x1b[1msk-…`, must not hide its start from the scanners).
+    let clean = clean_controls(&unhide(text));
     // Known secrets before the shape rules: a rule masking part of a known secret would leave
     // the rest of it for nobody to find.
     let masked = mask_all(&clean);
@@ -89,6 +90,17 @@ pub fn redact_capped(text: &str, max_chars: usize) -> String {
         }
     }
     out
+}
+
+/// Masks the runner's known secrets (see [`add_known_secrets`]) in a model's answer and
+/// changes nothing else: no shape rules (an answer may legitimately hold `sk-test-…`
+/// placeholders, commit hashes, JWT examples or `Authorization:` lines), no cleaning, no cut.
+/// Every spelling of a known secret counts, as in errors: JSON-escaped, percent-encoded, split
+/// by whitespace, escaped line breaks or zero-width characters, and long leading or trailing
+/// parts of it.
+#[must_use]
+pub fn mask_known_secrets(text: &str) -> String {
+    known::mask_known(text)
 }
 
 fn mask_all(text: &str) -> String {
@@ -175,3 +187,7 @@ fn truncate(s: &str, max_chars: usize) -> String {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+#[path = "hidden_tests.rs"]
+mod hidden_tests;

@@ -149,6 +149,13 @@ pub(super) fn named_value(b: &[u8], i: usize) -> Option<(usize, usize)> {
             .filter_map(|n| name_end(n).map(|e| (*n, e)))
             .max_by_key(|&(n, _)| n.len())
     };
+    if longest(SECRET_NAMES).is_none()
+        && let Some(end) = name_end("key")
+        && starts_with_ci(b, skip_blanks(b, end), "provided")
+    {
+        // `Incorrect key provided: …` (OpenAI's wording without "API").
+        return value_after(b, end, Loose::No, false);
+    }
     let (name, end, quoted_only) = longest(SECRET_NAMES)
         .map(|(n, e)| (n, e, false))
         .or_else(|| longest(QUOTED_NAMES).map(|(n, e)| (n, e, true)))?;
@@ -207,7 +214,7 @@ fn value_after(b: &[u8], from: usize, loose: Loose, authorization: bool) -> Opti
             Loose::Spaced | Loose::Glued => {}
         }
     }
-    j = skip_blanks(b, j);
+    j = skip_gaps(b, j);
     if let Some(quoted) = quoted_value(b, j) {
         return quoted.range();
     }
@@ -231,9 +238,25 @@ fn value_after(b: &[u8], from: usize, loose: Loose, authorization: bool) -> Opti
     if matches!(b.get(j), Some(b'{' | b'[' | b'(')) {
         return None;
     }
-    let end = value_end(b, j, sep.is_some_and(|(c, _)| c == b'='));
+    let after_equals = sep.is_some_and(|(c, _)| c == b'=');
+    let mut end = value_end(b, j, after_equals);
     if end == j {
         return None;
+    }
+    // A value broken by JSON-escaped line breaks (`provided:\n<half>\n<half>`, issue 29) goes
+    // on after them: a word of prose masked after a key costs little, half a key leaked is a
+    // key leaked.
+    for _ in 0..MAX_CONTINUATIONS {
+        let next = skip_gaps(b, end);
+        let escaped = b[end..next].contains(&b'\\');
+        if !escaped || !b.get(next).copied().is_some_and(is_key_char) || mask_at(b, next) {
+            break;
+        }
+        let more = value_end(b, next, after_equals);
+        if more == next {
+            break;
+        }
+        end = more;
     }
     if provided && sep.is_none() {
         let word = &b[j..end];
@@ -245,6 +268,18 @@ fn value_after(b: &[u8], from: usize, loose: Loose, authorization: bool) -> Opti
         }
     }
     Some((j, end))
+}
+
+/// Pieces of one value joined across JSON-escaped line breaks, at most (see `value_after`).
+const MAX_CONTINUATIONS: usize = 4;
+
+/// Past blanks and JSON-escaped whitespace (`\n`, `\r`, `\t`) from `j`.
+fn skip_gaps(b: &[u8], j: usize) -> usize {
+    let mut j = skip_blanks(b, j);
+    while b.get(j) == Some(&b'\\') && matches!(b.get(j + 1), Some(b'n' | b'r' | b't')) {
+        j = skip_blanks(b, j + 2);
+    }
+    j
 }
 
 /// A separator at `j`: its ASCII form (`:` or `=`, full-width forms folded) and where it ends.

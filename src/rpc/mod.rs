@@ -340,9 +340,18 @@ impl Cost {
     /// `usage.cost` read leniently (not an object: 0), as its total.
     fn total_of<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
         let cost: Cost = de::lenient(d)?;
-        Ok(cost
-            .total
-            .unwrap_or(cost.input + cost.output + cost.cache_read + cost.cache_write))
+        // Nothing costs less than nothing: a provider reporting negative tokens (Pi prices
+        // them as they come) must not make a negative cost, which would lower a batch's total
+        // and free budget that was spent (issue 29). A negative part counts as 0; a negative
+        // total is not believed, the parts are.
+        let part = |v: f64| if v.is_finite() && v > 0.0 { v } else { 0.0 };
+        let parts =
+            part(cost.input) + part(cost.output) + part(cost.cache_read) + part(cost.cache_write);
+        Ok(match cost.total {
+            Some(t) if t.is_finite() && t >= 0.0 => t,
+            Some(_) => parts,
+            None => parts,
+        })
     }
 }
 

@@ -15,6 +15,7 @@ both_versions!(
     a_batch_stops_at_its_budget_and_resume_answers_the_rest,
     a_provider_over_its_cap_sends_the_jobs_to_the_next_candidate,
     a_single_run_starts_no_attempt_after_its_cap,
+    negative_tokens_never_make_a_negative_cost,
 );
 
 /// 10 per million input tokens, nothing for output: 1000 prompt tokens cost 0.01.
@@ -303,4 +304,39 @@ fn a_job_left_mid_failover_gets_no_line_and_the_one_in_flight_is_printed() {
          --resume would run them)",
     )
     .assert_stderr_lacks(&format!("{failed}: exit"));
+}
+
+/// Issue 29: a provider reporting negative completion tokens never makes a negative cost (it
+/// gave `usage.cost -999` and a negative batch total): the run's and the batch's costs stay at
+/// least the input's.
+fn negative_tokens_never_make_a_negative_cost(v: &str) {
+    let env = TestEnv::new(
+        v,
+        &[ProviderSpec::new(
+            "p",
+            "p",
+            vec![ModelSpec::text("m").cost(10.0, 10.0)],
+        )],
+    );
+    env.llm
+        .script("p", "*", vec![Behaviour::NegativeUsage("ok".into()); 3]);
+    let run = ["--no-tools", "--provider", "p", "--model", "m"];
+    let out = env.run(run.iter().copied().chain(["--json", "hi"]));
+    out.assert_success();
+    let cost = out.json()["usage"]["cost"].as_f64().expect("cost");
+    assert!(cost >= 0.0, "cost {cost}\n{}", out.dump());
+    let out = env.run_stdin(
+        run.iter().copied().chain(["--batch", "-"]),
+        b"{\"id\":1,\"prompt\":\"a\"}\n{\"id\":2,\"prompt\":\"b\"}\n",
+    );
+    out.assert_success();
+    for line in out.json_lines() {
+        let cost = line["usage"]["cost"].as_f64().expect("cost");
+        assert!(cost >= 0.0, "cost {cost}\n{}", out.dump());
+    }
+    assert!(
+        !out.stderr.contains("$-"),
+        "a negative total\n{}",
+        out.dump()
+    );
 }

@@ -50,10 +50,68 @@ fn the_demo_answers_through_the_backup_and_leaves_nothing_running() {
         stderr.contains("switch primary/demo-model → backup/demo-model (quota)"),
         "{stderr}"
     );
+    // README prints what the demo prints (both languages show the same block).
+    for readme in ["README.md", "README.zh-CN.md"] {
+        for expected in readme_demo_lines(readme) {
+            assert!(
+                stdout
+                    .lines()
+                    .chain(stderr.lines())
+                    .any(|l| matches_shown(&expected, l)),
+                "{readme} shows {expected:?}, which the demo did not print:\n{stdout}{stderr}"
+            );
+        }
+    }
     let left = wait_no_pids_with_env_marker(&marker, Duration::from_secs(5));
     assert!(
         left.is_empty(),
         "processes left behind by the demo: {left:?} (all: {:?})",
         pids_with_env_marker(&marker)
     );
+}
+
+/// The lines of the demo's output as README shows them: the first ```text block after the
+/// command in the section of the two commands.
+fn readme_demo_lines(readme: &str) -> Vec<String> {
+    let text =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(readme))
+            .expect("README");
+    let at = text
+        .find("cargo run --example demo    #")
+        .expect("README shows the demo command");
+    let open = text[at..].find("```text\n").expect("a text block after it") + at + 8;
+    let close = text[open..].find("```").expect("closing fence") + open;
+    let lines: Vec<String> = text[open..close].lines().map(str::to_string).collect();
+    assert!(lines.len() >= 2, "{readme}: {lines:?}");
+    lines
+}
+
+/// Whether output line `line` is what README shows as `shown`, where `…` stands for any text
+/// (a port, a path, the rest of a long answer).
+fn matches_shown(shown: &str, line: &str) -> bool {
+    let parts: Vec<&str> = shown.split('…').collect();
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if parts.len() == 1 {
+        return line == shown;
+    }
+    if !line.starts_with(first) || !line.ends_with(last) || line.len() < first.len() + last.len() {
+        return false;
+    }
+    let mut rest = &line[first.len()..line.len() - last.len()];
+    for middle in &parts[1..parts.len() - 1] {
+        match rest.find(middle) {
+            Some(i) => rest = &rest[i + middle.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+#[test]
+fn shown_lines_match_with_ellipses() {
+    assert!(matches_shown("a … b", "a 123 b"));
+    assert!(matches_shown("exit 0", "exit 0"));
+    assert!(!matches_shown("exit 0", "exit 1"));
+    assert!(matches_shown("x …/y/…z", "x /abs/y/q z"));
+    assert!(!matches_shown("x …/y/…z", "x /abs/w/q z"));
 }

@@ -102,8 +102,9 @@ fn stdin_on_a_terminal_is_a_usage_error_and_no_stdin_is_never_read() {
 }
 
 /// Issue 20: `@-` with standard input closed (`<&-`) or `/dev/null` is an error (it attached
-/// nothing, silently, and the model answered about nothing); an empty pipe is attached as
-/// nothing with a warning (the drop-in behaviour for empty files).
+/// nothing, silently, and the model answered about nothing). Issue 28: an empty pipe as the only
+/// attachment is nothing to send (exit 2, nothing sent); an empty file beside another
+/// attachment is skipped with a warning (the drop-in behaviour), and `--explain` lists it.
 #[test]
 fn a_closed_stdin_is_an_error_and_an_empty_one_warns() {
     let env = TestEnv::new(PI_NEWEST, &providers());
@@ -126,48 +127,34 @@ fn a_closed_stdin_is_an_error_and_an_empty_one_warns() {
     }
     assert!(env.llm.requests().is_empty(), "nothing was sent");
     let out = env.run_stdin(args, b"");
-    out.assert_success()
-        .assert_stderr_contains("warning: stdin is empty; nothing of it was sent");
-    // An empty file attachment warns the same way and the rest is sent.
+    out.assert_fails_with(2, "stdin is empty: nothing to send");
+    assert!(env.llm.requests().is_empty(), "nothing was sent");
+    // An empty file beside a real one warns, and the rest is sent.
     let empty = env.cwd.join("empty.md");
     std::fs::write(&empty, "").expect("empty file");
+    let real = env.cwd.join("real.md");
+    std::fs::write(&real, "Q3 revenue grew.").expect("real file");
     let at = format!("@{}", empty.display());
-    let out = env.run([
-        "--no-tools",
-        "--provider",
-        "fake-a",
-        "--model",
-        "m",
-        &at,
-        "summarise",
-    ]);
-    out.assert_success().assert_stderr_contains(&format!(
-        "warning: {} is empty; nothing of it was sent",
-        empty.display()
-    ));
+    let at_real = format!("@{}", real.display());
+    let flags = ["--provider", "fake-a", "--model", "m"];
+    let with = |extra: &[&str]| {
+        let mut a: Vec<&str> = extra.to_vec();
+        a.extend(flags);
+        a.extend([at.as_str(), at_real.as_str(), "summarise"]);
+        env.run(a)
+    };
+    with(&["--no-tools"])
+        .assert_success()
+        .assert_stderr_contains(&format!(
+            "warning: {} is empty; nothing of it was sent",
+            empty.display()
+        ));
+    assert_eq!(env.llm.requests().len(), 1);
     // --explain shows it too.
-    let out = env.run([
-        "--explain",
-        "--no-tools",
-        "--provider",
-        "fake-a",
-        "--model",
-        "m",
-        &at,
-        "summarise",
-    ]);
-    out.assert_success()
+    with(&["--explain", "--no-tools"])
+        .assert_success()
         .assert_stdout_contains(&format!("empty attachments, not sent: {}", empty.display()));
-    let out = env.run([
-        "--explain",
-        "--json",
-        "--provider",
-        "fake-a",
-        "--model",
-        "m",
-        &at,
-        "summarise",
-    ]);
+    let out = with(&["--explain", "--json"]);
     assert_eq!(
         out.json()["empty_attachments"][0],
         empty.display().to_string(),

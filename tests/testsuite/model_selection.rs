@@ -25,6 +25,7 @@ both_versions!(
     a_built_in_start_model_is_named_with_the_variable_that_brought_it_in,
     the_order_of_the_models_patterns_is_the_fallback_order,
     a_key_variable_that_is_not_set_is_named,
+    a_run_served_by_a_built_in_model_nobody_chose_warns_and_lists_it,
 );
 
 fn hosts() -> Vec<ProviderSpec> {
@@ -465,4 +466,72 @@ fn the_key_variable_table_is_pis_own() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// README's old CI example (no --model, no --models, DEEPSEEK_API_KEY exported) starts on Pi's
+/// own deepseek model: the run says so on stderr and in `--json` `warnings`; so does a
+/// failover to a built-in model outside any --models scope, and each batch result (stderr once
+/// per model for the whole batch). With the recipes' flags nothing is said.
+fn a_run_served_by_a_built_in_model_nobody_chose_warns_and_lists_it(v: &str) {
+    let env = readme_env(v);
+    let out = run(&env, &["--json"]);
+    out.assert_success();
+    let j = out.json();
+    let warnings = j["warnings"].as_array().expect("warnings");
+    assert_eq!(warnings.len(), 1, "{j}");
+    assert_eq!(warnings[0]["code"], "built_in_start");
+    let model = warnings[0]["model"]
+        .as_str()
+        .expect("the model")
+        .to_string();
+    assert!(model.starts_with("deepseek/"), "{model}");
+    assert_eq!(j["model"]["provider"], "deepseek");
+    let message = warnings[0]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "the run started on {model}, a model from Pi's built-in"
+        )) && message.contains("(provider deepseek was brought in by DEEPSEEK_API_KEY)"),
+        "{message}"
+    );
+    out.assert_stderr_contains(&format!("warning: {message}"));
+    assert_eq!(routes(&env), ["builtin"]);
+
+    // The user's primary, but no --models: every provider of models.json is out of quota, and
+    // the failover that answers goes to a built-in model.
+    for route in ["z", "q", "d"] {
+        env.llm.script(route, "*", vec![Behaviour::Status402]);
+    }
+    let out = run(&env, &["--json", "--model", "zhipu/glm-4.6"]);
+    out.assert_success();
+    let j = out.json();
+    assert_eq!(j["model"]["provider"], "deepseek", "{j}");
+    let codes: Vec<&str> = j["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["built_in_failover"], "{j}");
+    out.assert_stderr_contains("warning: the run failed over to deepseek/")
+        .assert_stderr_contains("keep failover among your models with --models");
+
+    // A batch: each result lists it; stderr names it once for the whole batch.
+    let env = readme_env(v);
+    let out = env.run_stdin(
+        ["--batch", "-", "--jobs", "1", "--no-tools"],
+        b"{\"id\":\"a\",\"prompt\":\"one\"}\n{\"id\":\"b\",\"prompt\":\"two\"}\n",
+    );
+    out.assert_success()
+        .assert_stderr_count("warning: job a: the run started on deepseek/", 1)
+        .assert_stderr_lacks("job b: the run started");
+    for line in out.json_lines() {
+        assert_eq!(line["warnings"][0]["code"], "built_in_start", "{line}");
+    }
+
+    // The recipes' flags: nothing to say.
+    let mut flags = vec!["--json"];
+    flags.extend(RECIPE_CHOICE);
+    let out = run(&env, &flags);
+    out.assert_success().assert_stderr_lacks("warning:");
+    assert_eq!(out.json()["warnings"], serde_json::json!([]));
 }

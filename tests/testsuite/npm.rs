@@ -300,6 +300,80 @@ fn installed_command_passes_stdin_through() {
     assert!(text.contains("piped notes"), "stdin reached Pi: {text:?}");
 }
 
+/// After `npm install -g` (from the packed tarballs, offline) `man pi-ccswitch-run` finds the
+/// package's man page beside the command, and the command prints each shell's completions as
+/// `completions/` has them (bash sources its script and completes the command).
+#[test]
+fn installed_package_has_the_man_page_and_prints_completions() {
+    let cmd = &installed().cmd;
+    let prefix = cmd.parent().and_then(Path::parent).expect("<prefix>/bin");
+    let linked = prefix.join("share/man/man1/pi-ccswitch-run.1");
+    assert!(
+        linked.exists(),
+        "npm linked no man page at {}",
+        linked.display()
+    );
+    // man-db finds <prefix>/share/man from <prefix>/bin on PATH, as after a real global install.
+    let mut path = prefix.join("bin").into_os_string();
+    path.push(":/usr/bin:/bin");
+    let man = |args: &[&str]| {
+        let mut c = Command::new("man");
+        c.args(args)
+            .env_clear()
+            .env("PATH", &path)
+            .env("MANWIDTH", "100")
+            .env("HOME", prefix);
+        run_ok(c, "man")
+    };
+    let found = String::from_utf8_lossy(&man(&["-w", "pi-ccswitch-run"]).stdout).into_owned();
+    assert!(
+        found
+            .trim()
+            .starts_with(&prefix.to_string_lossy().into_owned()),
+        "man found {found:?}, not the installed page"
+    );
+    let page = String::from_utf8_lossy(&man(&["-P", "cat", "pi-ccswitch-run"]).stdout).into_owned();
+    assert!(
+        page.contains("EXIT STATUS") && page.contains("--completions"),
+        "{page}"
+    );
+    let env = TestEnv::new(PI_MIN, &providers());
+    for (shell, file) in [
+        ("bash", "pi-ccswitch-run.bash"),
+        ("zsh", "_pi-ccswitch-run"),
+        ("fish", "pi-ccswitch-run.fish"),
+        ("powershell", "_pi-ccswitch-run.ps1"),
+        ("elvish", "pi-ccswitch-run.elv"),
+    ] {
+        let out = run_command(
+            env.other_cmd(cmd, ["--completions", shell]),
+            None,
+            RUN_TIMEOUT,
+        );
+        let committed = std::fs::read_to_string(Path::new(ROOT).join("completions").join(file))
+            .expect("committed completions");
+        out.assert_success();
+        assert_eq!(out.stdout, committed, "--completions {shell}");
+    }
+    let script = format!(
+        "source <('{}' --completions bash) && complete -p pi-ccswitch-run",
+        cmd.display()
+    );
+    let out = run_command(
+        env.other_cmd("bash", ["-c", script.as_str()]),
+        None,
+        RUN_TIMEOUT,
+    );
+    out.assert_success()
+        .assert_stdout_contains("pi-ccswitch-run");
+    run_command(
+        env.other_cmd(cmd, ["--completions", "tcsh"]),
+        None,
+        RUN_TIMEOUT,
+    )
+    .assert_fails_with(2, "invalid value 'tcsh' for --completions");
+}
+
 #[track_caller]
 fn assert_timeout_124(cmd: &Path) {
     let env = TestEnv::new(PI_MIN, &providers());
@@ -519,6 +593,7 @@ fn every_package_has_the_crate_version_and_no_install_script() {
         .map(|(_, j)| j)
         .expect("the main package");
     assert_eq!(main["bin"]["pi-ccswitch-run"], "bin/pi-ccswitch-run");
+    assert_eq!(main["man"], serde_json::json!(["man/pi-ccswitch-run.1"]));
     let optional = main["optionalDependencies"]
         .as_object()
         .expect("optionalDependencies");
@@ -774,4 +849,59 @@ fn readme_pins_the_crate_version() {
         let pin = format!("npm i -D --save-exact pi-ccswitch-run@{VERSION} ");
         assert!(text.contains(&pin), "{readme} lacks {pin:?}");
     }
+}
+
+/// Issue 29: a launcher copied out of its package says so (it said the platform package "is
+/// not installed", which was not true), in one line with exit 2.
+#[test]
+fn a_copied_launcher_says_it_was_copied() {
+    let packed = host_packed();
+    let launcher = packed.out.join("stage/pi-ccswitch-run/bin/pi-ccswitch-run");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let copy = dir.path().join("bin/pi-ccswitch-run");
+    std::fs::create_dir_all(copy.parent().expect("parent")).expect("mkdir");
+    std::fs::copy(&launcher, &copy).expect("copy the launcher");
+    let env = TestEnv::new(PI_MIN, &providers());
+    let out = run_command(env.other_cmd(&copy, ["--version"]), None, RUN_TIMEOUT);
+    out.assert_code(2).assert_stdout_empty();
+    assert_eq!(out.stderr_lines().len(), 1, "{}", out.dump());
+    out.assert_stderr_contains("is not inside the npm package pi-ccswitch-run")
+        .assert_stderr_lacks("is not installed");
+}
+
+/// Issue 29: a platform binary without its exec bit gives the launcher's one line and exit 2,
+/// not the shell's `Permission denied` and 126.
+#[test]
+fn a_binary_without_its_exec_bit_is_one_line_exit_2() {
+    use std::os::unix::fs::PermissionsExt;
+    let packed = host_packed();
+    let stage = packed.out.join("stage");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let main = dir.path().join("lib/node_modules/pi-ccswitch-run");
+    let plat = main.join(format!("node_modules/@pi-ccswitch-run/{}", host_platform()));
+    for (from, to) in [
+        (stage.join("pi-ccswitch-run"), &main),
+        (stage.join(host_platform()), &plat),
+    ] {
+        std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
+        let st = Command::new("cp")
+            .arg("-R")
+            .arg(&from)
+            .arg(to)
+            .status()
+            .expect("cp");
+        assert!(st.success());
+    }
+    let bin = plat.join("bin/pi-ccswitch-run");
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let env = TestEnv::new(PI_MIN, &providers());
+    let out = run_command(
+        env.other_cmd(main.join("bin/pi-ccswitch-run"), ["--version"]),
+        None,
+        RUN_TIMEOUT,
+    );
+    out.assert_code(2).assert_stdout_empty();
+    assert_eq!(out.stderr_lines().len(), 1, "{}", out.dump());
+    out.assert_stderr_contains("is not executable")
+        .assert_stderr_contains("chmod +x");
 }

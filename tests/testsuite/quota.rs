@@ -14,6 +14,8 @@ both_versions!(
     glm_1308_in_utc,
     zai_1310_iso_z,
     minimax_2056_plus_0800,
+    utc_plus_8_is_beijing_time,
+    a_monthly_window_beyond_the_bound_leaves_the_five_hour_one,
     an_unstated_quota_on_the_last_candidate_ends_at_once,
     a_batch_waits_for_the_earliest_stated_reset,
     a_failed_key_moves_to_the_same_model_on_the_other_key,
@@ -168,6 +170,18 @@ fn zai_1310_iso_z(v: &str) {
 
 fn minimax_2056_plus_0800(v: &str) {
     stated_reset_case(v, Behaviour::minimax_2056, "Asia/Shanghai");
+}
+
+/// Issue 29: `… reset at 2026-12-02 14:34:09 UTC+8` is Beijing time (it was read as UTC: the
+/// breaker stayed open 8 hours too long).
+fn utc_plus_8_is_beijing_time(v: &str) {
+    stated_reset_case(v, Behaviour::utc_plus_8, "America/New_York");
+}
+
+/// Issue 29: a body stating the 5-hour reset and a monthly one 20 days ahead keeps the 5-hour
+/// reset (the monthly date, beyond the 8-day bound, discarded both).
+fn a_monthly_window_beyond_the_bound_leaves_the_five_hour_one(v: &str) {
+    stated_reset_case(v, Behaviour::glm_two_windows, "UTC");
 }
 
 /// A quota without a stated reset (GLM 1113 on a 429, which Pi would retry) on the last

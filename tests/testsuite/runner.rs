@@ -283,9 +283,12 @@ fn json_schema_is_pinned() {
             "failed_usage",
             "model",
             "ok",
+            "partial",
+            "permanent",
             "retry",
             "switches",
-            "usage"
+            "usage",
+            "warnings"
         ]
     );
     assert_eq!(v["ok"], true);

@@ -67,6 +67,7 @@ impl Machine {
             op,
             reply: true,
         });
+        self.slot.asking(now.instant);
         if !self.slot.waiting()
             && let Some(grace) = self.slot.grace_until(now.instant)
         {
@@ -194,6 +195,14 @@ impl Machine {
                 let Some(model) = choices.get(index) else {
                     return self.send_without_slot(now, choices, mode, reason);
                 };
+                if self.slot.grant_stale(now.instant) {
+                    // Granted, but the run was stopped for a whole TTL before it could use
+                    // the slot: its lease may be gone and the slot another run's. Ask again.
+                    let model = model.clone();
+                    self.slot.granted(&model.provider, now.instant);
+                    let preferred = choices.into_iter().next().unwrap_or(model);
+                    return self.admit(now, preferred, mode, reason);
+                }
                 let waited = self.slot.waiting();
                 self.slot.granted(&model.provider, now.instant);
                 self.timers.set(Timer::SlotRenew, now.instant + SLOT_RENEW);
@@ -326,6 +335,7 @@ impl Machine {
             duration_ms,
             usage: self.attempt.close(),
             capacity_signal: true,
+            partial: None,
         });
     }
 
@@ -498,13 +508,56 @@ impl Machine {
         }
     }
 
-    /// Renews the held slot's lease while its request runs.
+    /// Renews the held slot's lease while its request runs — unless the lease has lapsed
+    /// meanwhile (the process was stopped or starved past the TTL): another run may have
+    /// taken the slot, and renewing would count this request on top of the limit. The request
+    /// is stopped instead, and sent again once a slot is taken again (issue 29: a batch
+    /// continued after Ctrl-Z went on past the cap).
     pub(super) fn renew_slot(&mut self, now: Now) {
         self.timers.stop(Timer::SlotRenew);
+        if self.slot.lapsed(now.instant) && self.phase == Phase::Running && !self.interrupted {
+            self.note(
+                Note::Detail,
+                "capacity: the slot's lease lapsed while the run was stopped; taking a slot \
+                 again before sending again"
+                    .to_string(),
+            );
+            self.plan = Some(super::Plan::Retake);
+            self.phase = Phase::Settling;
+            self.abort(now);
+            return;
+        }
         if let Some((provider, delta)) = self.slot.renewal(now.wall_ms) {
             self.apply_unanswered(provider, delta);
+            self.slot.renewed(now.instant);
             self.timers.set(Timer::SlotRenew, now.instant + SLOT_RENEW);
         }
+    }
+
+    /// Carries out [`super::Plan::Retake`]: the stopped attempt is tallied (not a failure of
+    /// the model), the lapsed slot goes back with the admission that takes one again, and the
+    /// request goes out once it is granted.
+    pub(super) fn retake(&mut self, now: Now, mode: Redispatch) {
+        let Some(model) = self.dispatch.current().cloned() else {
+            return;
+        };
+        let duration_ms = self.attempt.ms(now.instant);
+        self.tally.push(Attempt {
+            model: model.key(),
+            failure: Some(Classification {
+                class: FailureClass::RateLimit,
+                scope: crate::failover::classify::Scope::Round,
+                status: None,
+                matched: "slot lease lapsed".to_string(),
+            }),
+            error: Some("stopped: the run's capacity slot lapsed while it was stopped".to_string()),
+            duration_ms,
+            usage: self.attempt.close(),
+            capacity_signal: true,
+            partial: None,
+        });
+        self.phase = Phase::Dispatching;
+        self.admit(now, model, mode, SwitchReason::Capacity);
     }
 }
 

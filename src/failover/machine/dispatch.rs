@@ -172,6 +172,7 @@ impl Machine {
                         reasoning: false,
                         input: None,
                         context_window: None,
+                        max_tokens: None,
                     }),
             ),
             Command::Prompt { .. } => Tag::Prompt,
@@ -211,6 +212,7 @@ impl Machine {
             duration_ms,
             usage: self.attempt.close(),
             capacity_signal: false,
+            partial: None,
         });
         self.finish(now, Outcome::Answer { text, model });
     }

@@ -97,6 +97,7 @@ impl Machine {
             }
             Plan::Switch(model, reason) => self.go_to(now, model, mode, reason),
             Plan::SlowDown => self.refuse(now, mode),
+            Plan::Retake => self.retake(now, mode),
             Plan::Exhaust(_) if self.attempt.empty_answer() => {
                 self.finish(now, Outcome::EmptyAnswer)
             }
@@ -147,7 +148,15 @@ impl Machine {
         let scope = verdict.scope;
         self.retire_slot(now);
         let duration_ms = self.attempt.ms(now.instant);
+        let partial = (class == FailureClass::Truncated)
+            .then(|| {
+                self.attempt
+                    .last_assistant()
+                    .map(|m| m.text().trim().to_string())
+            })
+            .flatten();
         self.tally.push(Attempt {
+            partial,
             model: keys.model.clone(),
             failure: Some(verdict),
             error: Some(error.clone()),
@@ -184,6 +193,10 @@ impl Machine {
             FailureClass::UserAbort => return,
             FailureClass::ContextOverflow => {
                 self.request.overflowed(model.context_window_or_zero());
+                return;
+            }
+            FailureClass::Truncated => {
+                self.request.truncated(model);
                 return;
             }
             FailureClass::ContentPolicy => {
@@ -259,6 +272,7 @@ impl Machine {
             needs_images: self.request.needs_images(),
             capped_providers: self.budget.capped_providers(),
             larger_context_than: self.request.larger_context_than(),
+            larger_output_than: self.request.larger_output_than(),
             min_context: self.request.tokens(),
             health: self.shared.health(),
             now_ms: now.wall_ms,

@@ -206,6 +206,7 @@ impl Machine {
             duration_ms: self.attempt.ms(now.instant),
             usage: self.attempt.usage(),
             capacity_signal: false,
+            partial: None,
         })
     }
 
@@ -699,11 +700,15 @@ impl Machine {
         let stop = message.stop_reason.clone().unwrap_or_default();
         let text = message.text();
         let fresh = self.dispatch.fresh_message();
-        if fresh && matches!(stop.as_str(), "stop" | "length") && !text.trim().is_empty() {
+        // `length` is an answer cut at the output limit: not complete, so not an answer (judged
+        // as `truncated` below and failed over).
+        if fresh && stop == "stop" && !crate::answer::is_blank(&text) {
             return self.succeed(now, current, text.trim().to_string());
         }
         let plan = match self.plan.take() {
             Some(plan) if !fresh => plan,
+            // Our own abort of a request whose slot lapsed: whatever Pi says of it.
+            Some(Plan::Retake) => Plan::Retake,
             _ => {
                 self.dispatch.judged();
                 let (verdict, error) = self.verdict_on(&message, &stop);
@@ -724,6 +729,23 @@ impl Machine {
                 user_abort: false,
             });
             return (v, error);
+        }
+        if stop == "length" && !crate::answer::is_blank(&message.text()) {
+            let limit = self
+                .dispatch
+                .current()
+                .and_then(|m| m.max_tokens)
+                .map_or_else(String::new, |t| format!(" of {t} tokens"));
+            let v = Classification {
+                class: FailureClass::Truncated,
+                scope: super::classify::Scope::Round,
+                status: None,
+                matched: "finish_reason length".to_string(),
+            };
+            return (
+                v,
+                format!("the answer was cut off at the model's output limit{limit}"),
+            );
         }
         if matches!(stop, "stop" | "length") {
             self.attempt.answered_empty();

@@ -19,6 +19,9 @@ pub(super) struct Request {
     avoided_families: BTreeMap<String, String>,
     /// After a context overflow only larger windows qualify, in every later round too.
     larger_context_than: Option<u64>,
+    /// After an answer was cut at an output limit of this many tokens (0: unknown), models
+    /// with a larger limit go first.
+    larger_output_than: Option<u64>,
 }
 
 impl Request {
@@ -29,6 +32,7 @@ impl Request {
             images,
             avoided_families: BTreeMap::new(),
             larger_context_than: None,
+            larger_output_than: None,
         }
     }
 
@@ -61,6 +65,16 @@ impl Request {
     /// The request overflowed a context window of `window` tokens: only larger ones qualify.
     pub(super) fn overflowed(&mut self, window: u64) {
         self.larger_context_than = Some(self.larger_context_than.map_or(window, |w| w.max(window)));
+    }
+
+    /// An answer was cut at `model`'s output limit: larger limits are preferred from now on.
+    pub(super) fn truncated(&mut self, model: &ModelInfo) {
+        let limit = model.max_tokens.unwrap_or(0);
+        self.larger_output_than = Some(self.larger_output_than.map_or(limit, |l| l.max(limit)));
+    }
+
+    pub(super) fn larger_output_than(&self) -> Option<u64> {
+        self.larger_output_than
     }
 
     pub(super) fn larger_context_than(&self) -> Option<u64> {

@@ -28,6 +28,11 @@ pub(super) struct SlotState {
     window: Option<Instant>,
     /// An admission given up on for being slow: its id and the providers of its choices.
     overdue: Option<(u64, Vec<String>)>,
+    /// When the held slot's lease was last taken or renewed (sent), on the monotonic clock,
+    /// which runs on while the process is stopped: a gap past the TTL means the lease lapsed.
+    confirmed_at: Option<Instant>,
+    /// When the latest admission was asked for.
+    asked_at: Option<Instant>,
 }
 
 /// How an attempt's slot is given back.
@@ -54,6 +59,8 @@ impl SlotState {
             pause_ms: 0,
             window: None,
             overdue: None,
+            confirmed_at: None,
+            asked_at: None,
         }
     }
 
@@ -148,6 +155,7 @@ impl SlotState {
     /// A slot on `provider` was granted at `now` (ending a wait, if there was one).
     pub(super) fn granted(&mut self, provider: &str, now: Instant) {
         self.held = Some(provider.to_string());
+        self.confirmed_at = Some(now);
         if let Some(since) = self.waiting_since.take() {
             let ms = now.saturating_duration_since(since).as_millis();
             self.waited_ms = self
@@ -224,6 +232,33 @@ impl SlotState {
         self.give_back(Ending::Released, at)
     }
 
+    /// An admission is asked for at `now`.
+    pub(super) fn asking(&mut self, now: Instant) {
+        self.asked_at = Some(now);
+    }
+
+    /// A grant read at `now` for the admission asked last may have lapsed before it is used:
+    /// the process was stopped for a whole TTL between asking and reading the answer.
+    pub(super) fn grant_stale(&self, now: Instant) -> bool {
+        self.asked_at.is_some_and(|t| {
+            now.saturating_duration_since(t) >= std::time::Duration::from_millis(self.ttl_ms())
+        })
+    }
+
+    /// A renewal of the held slot went out at `now`.
+    pub(super) fn renewed(&mut self, now: Instant) {
+        self.confirmed_at = Some(now);
+    }
+
+    /// The held slot's lease has run out at `now` without a renewal: the run could not renew
+    /// it for a whole TTL (it was stopped, or starved), so another run may hold the slot now.
+    pub(super) fn lapsed(&self, now: Instant) -> bool {
+        self.held.is_some()
+            && self.confirmed_at.is_some_and(|t| {
+                now.saturating_duration_since(t) >= std::time::Duration::from_millis(self.ttl_ms())
+            })
+    }
+
     /// The renewal of the held slot at `at`.
     pub(super) fn renewal(&self, at: u64) -> Option<(String, CapacityDelta)> {
         let provider = self.held.clone()?;
@@ -235,5 +270,43 @@ impl SlotState {
                 ttl_ms: self.ttl_ms(),
             },
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn options() -> CapacityOptions {
+        CapacityOptions {
+            slot: "h:1:0".into(),
+            initial: 2,
+            caps: Default::default(),
+            pre_request_grace: false,
+        }
+    }
+
+    /// Issue 29: a lease not renewed for a whole TTL (the process was stopped) has lapsed; a
+    /// grant read a whole TTL after it was asked for is stale.
+    #[test]
+    fn a_lease_lapses_after_a_ttl_without_renewal() {
+        let t0 = crate::clock::now().instant;
+        let ttl = Duration::from_millis(DEFAULT_LEASE_TTL_MS);
+        let mut s = SlotState::new(Some(options()));
+        assert!(!s.lapsed(t0 + ttl), "nothing held");
+        s.asking(t0);
+        assert!(!s.grant_stale(t0 + ttl - Duration::from_millis(1)));
+        assert!(s.grant_stale(t0 + ttl));
+        s.granted("p", t0);
+        assert!(!s.lapsed(t0 + ttl / 3));
+        s.renewed(t0 + ttl / 3);
+        assert!(!s.lapsed(t0 + ttl), "renewed a third of the way");
+        assert!(
+            s.lapsed(t0 + ttl / 3 + ttl),
+            "stopped for a whole TTL since"
+        );
+        s.give_back(Ending::Released, 0);
+        assert!(!s.lapsed(t0 + 10 * ttl), "nothing held any more");
     }
 }

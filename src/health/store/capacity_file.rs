@@ -2,6 +2,11 @@
 //! file, under a lock of its own (`pi-ccswitch-run-capacity.lock`), so slot traffic never waits
 //! behind a breaker commit's fsync and never makes the state file churn.
 //!
+//! Leases are judged by one clock, the file system's (the lock file's modification time set to
+//! "now" by the kernel, under the lock), not by each caller's: processes that share the file
+//! but not a clock (a skewed container, `faketime`, a network file system's clients) still
+//! agree on when a lease runs out (issue 29).
+//!
 //! The records are ephemeral — leases last seconds, a learned limit is relearned in a few
 //! answers — so the file is replaced atomically (temp file, rename) but not fsynced, and one
 //! that does not parse (a crash mid-write, a foreign file) counts as empty and is overwritten by
@@ -17,7 +22,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::api::{StoreError, io_err};
-use super::disk::{lock_store_file, replace_file};
+use super::disk::{lock_store_file, replace_file, store_clock_ms};
 use crate::capacity::Capacity;
 use crate::capacity::ops::{CapacityOp, CapacityReply, apply_op, prune};
 use crate::lockfile;
@@ -56,9 +61,12 @@ impl CapacityFile {
     /// Under the lock: re-read, apply `op`, write back what changed.
     pub fn apply(&self, op: &CapacityOp, now_ms: u64) -> Result<CapacityReply, StoreError> {
         fs::create_dir_all(&self.dir).map_err(io_err("create state directory", &self.dir))?;
-        let _guard = lock_store_file(self.dir.join(CAPACITY_LOCK_FILE), self.lock_wait)?;
+        let guard = lock_store_file(self.dir.join(CAPACITY_LOCK_FILE), self.lock_wait)?;
+        // One clock for every process sharing the file: the file system's (see `store_clock`).
+        let now = store_clock_ms(guard.file()).unwrap_or(now_ms);
         let mut records = self.read()?;
-        let (reply, changed) = apply_op(&mut records, op, now_ms);
+        let (reply, changed) = apply_op(&mut records, op, now);
+        let reply = reply.on_caller_clock(now, now_ms);
         if !changed.is_empty() {
             self.write(&records)?;
         }

@@ -24,6 +24,31 @@ pub fn lock_store_file(path: PathBuf, wait: Duration) -> Result<LockGuard, Store
     })
 }
 
+/// The store's clock for a file store: the kernel's time as the file system stamps it, read by
+/// setting `lock`'s modification time to "now" (`futimens` with `UTIME_NOW`) and reading it
+/// back — one clock for every process that shares the file, whatever their own clocks say
+/// (and, on a network file system, the server's). `None` when the file system will not say
+/// (the caller's clock is used then).
+pub fn store_clock_ms(lock: &File) -> Option<u64> {
+    use std::os::fd::AsRawFd as _;
+    let now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: libc::UTIME_NOW,
+    };
+    let times = [now, now];
+    // SAFETY: `futimens` reads two timespecs from a valid array and acts on an open fd that
+    // `lock` owns for the whole call.
+    if unsafe { libc::futimens(lock.as_raw_fd(), times.as_ptr()) } != 0 {
+        return None;
+    }
+    let stamped = lock.metadata().ok()?.modified().ok()?;
+    let ms = stamped
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_millis();
+    u64::try_from(ms).ok()
+}
+
 /// Replaces `dir/name` whole with `bytes`: a private temp file in the same directory renamed
 /// over it, so readers see the old file or the new one. `durable`: fsync the data before the
 /// rename and the directory after it (the state file; the capacity file's leases last seconds).

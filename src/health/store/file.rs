@@ -125,8 +125,14 @@ impl FileStore {
         let path = self.state_path();
         match self.read_state()? {
             OnDisk::Missing => Ok(Loaded::default()),
-            OnDisk::Good { health, updated_at } => Ok(Loaded {
-                health,
+            OnDisk::Good {
+                mut health,
+                updated_at,
+            } => Ok(Loaded {
+                health: {
+                    health.clamp_times(now_ms);
+                    health
+                },
                 updated_at: Some(updated_at),
                 warnings: Vec::new(),
             }),

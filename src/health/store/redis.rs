@@ -764,6 +764,7 @@ fn read_all(
         members.extend(seen.into_iter().take(MAX_INDEX_READ).map(|k| (scope, k)));
     }
     let (mut health, raw) = read_records(con, keys, &members, now_ms, watch)?;
+    health.clamp_times(now_ms);
     let tail = replies.get(BREAKER_SCOPES.len()..).unwrap_or(&[]);
     health.switches = tail
         .first()

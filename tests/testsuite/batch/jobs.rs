@@ -340,7 +340,7 @@ fn jobs_wait_for_a_reopening_breaker_and_no_wait_fails_at_once() {
 }
 
 /// Without `-v`: one line per breaker change and one per failed job, then the summary (its
-/// capacity line included); with
+/// capacity line and the jobs that failed in their own input included); with
 /// `-v` a line for every job too.
 #[test]
 fn stderr_is_quiet_without_v_and_says_everything_with_it() {
@@ -353,7 +353,7 @@ fn stderr_is_quiet_without_v_and_says_everything_with_it() {
     let out = batch_stdin(&env, &flags, input.as_bytes());
     out.assert_code(2);
     let lines = out.stderr_lines();
-    assert_eq!(lines.len(), 5, "{}", out.dump());
+    assert_eq!(lines.len(), 6, "{}", out.dump());
     assert_eq!(
         lines
             .iter()
@@ -376,6 +376,12 @@ fn stderr_is_quiet_without_v_and_says_everything_with_it() {
         lines[4].starts_with("[ccswitch] batch: capacity: back 6 answered, 0 capacity signals"),
         "{}",
         out.dump()
+    );
+    // Last, the job that failed in its own input, named with why.
+    assert_eq!(
+        lines[5],
+        "[ccswitch] batch: 1 job(s) failed in their own input, and fail the same way until it \
+         changes: broken: \"prompt\" is missing"
     );
 
     let mut flags = vec!["--jobs", "2", "-v"];

@@ -40,7 +40,7 @@ fn fenced(text: &str, lang: &str) -> String {
 }
 
 /// Runs `commands` at the same time, each `sh -c`-ed by `make`; returns their outputs in order.
-fn run_together(commands: Vec<Command>) -> Vec<Output> {
+pub(super) fn run_together(commands: Vec<Command>) -> Vec<Output> {
     std::thread::scope(|s| {
         let handles: Vec<_> = commands
             .into_iter()
@@ -55,7 +55,7 @@ fn run_together(commands: Vec<Command>) -> Vec<Output> {
 
 /// Every results file matching `dir/prefix*` must parse; returns how many success lines each
 /// id has across all of them, and asserts no failure line is there.
-fn union(dir: &Path, prefix: &str) -> BTreeMap<String, usize> {
+pub(super) fn union(dir: &Path, prefix: &str) -> BTreeMap<String, usize> {
     let mut all = Vec::new();
     for entry in std::fs::read_dir(dir).expect("results dir") {
         let path = entry.expect("entry").path();
@@ -70,7 +70,7 @@ fn union(dir: &Path, prefix: &str) -> BTreeMap<String, usize> {
     successes(&all)
 }
 
-fn assert_each_once(answered: &BTreeMap<String, usize>, ids: &[String]) {
+pub(super) fn assert_each_once(answered: &BTreeMap<String, usize>, ids: &[String]) {
     assert_eq!(
         answered.keys().cloned().collect::<Vec<_>>(),
         {
@@ -125,13 +125,13 @@ fn sh(env: &TestEnv, script: &str, cwd: &Path) -> Command {
 }
 
 /// One crontab of README: its variable lines and its one entry's command.
-struct Crontab {
+pub(super) struct Crontab {
     vars: Vec<(String, String)>,
     command: String,
 }
 
 /// Every ```cron block of README's recipes section, in order.
-fn crontabs() -> Vec<Crontab> {
+pub(super) fn crontabs() -> Vec<Crontab> {
     let text = recipes();
     let mut tabs = Vec::new();
     let mut rest = text.as_str();
@@ -180,7 +180,7 @@ impl Crontab {
     /// `LOGNAME`, `SHELL=/bin/sh`), then the crontab's variables, the command given to the
     /// crontab's `SHELL` with `-c`, in HOME. README's example paths become the test's
     /// (`paths`). `marker` is not cron's: it lets the test find (and clean up) what it started.
-    fn command(&self, home: &Path, paths: &[(&str, String)], marker: &str) -> Command {
+    pub(super) fn command(&self, home: &Path, paths: &[(&str, String)], marker: &str) -> Command {
         let localise = |text: &str| {
             paths
                 .iter()
@@ -221,7 +221,7 @@ const CRON_SCRIPTS: [(&str, &str); 2] = [
 
 /// [`bin_dir`] plus the cron scripts, as README says to install them (symlinks to the files,
 /// so what runs is exactly what README shows).
-fn cron_bin(env: &TestEnv) -> PathBuf {
+pub(super) fn cron_bin(env: &TestEnv) -> PathBuf {
     let bin = bin_dir(env);
     for (file, name) in CRON_SCRIPTS {
         let link = bin.join(name);
@@ -233,7 +233,7 @@ fn cron_bin(env: &TestEnv) -> PathBuf {
 }
 
 /// An env file as README describes it: `KEY=value` lines, owner-only.
-fn write_env_file(path: &Path, vars: &[(&str, String)], mode: u32) {
+pub(super) fn write_env_file(path: &Path, vars: &[(&str, String)], mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     let text: String = std::iter::once("# pi-ccswitch-run keys\n".to_string())
         .chain(vars.iter().map(|(k, v)| format!("{k}={v}\n")))
@@ -245,7 +245,7 @@ fn write_env_file(path: &Path, vars: &[(&str, String)], mode: u32) {
 /// The env file's keys. Plus `PI_OFFLINE=1`, which is the test's, not README's: with a key for
 /// its built-in `deepseek` provider Pi 1.6.0 fetches that provider's catalogue from pi.dev at
 /// start-up, and nothing may leave loopback.
-fn readme_keys() -> Vec<(&'static str, String)> {
+pub(super) fn readme_keys() -> Vec<(&'static str, String)> {
     README_KEYS
         .iter()
         .map(|(k, v)| (*k, v.to_string()))
@@ -254,7 +254,7 @@ fn readme_keys() -> Vec<(&'static str, String)> {
 }
 
 /// Holds the flock(2) lock `flock -n` tries, as a run that is still going would.
-fn hold_lock(path: &Path) -> std::fs::File {
+pub(super) fn hold_lock(path: &Path) -> std::fs::File {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -264,7 +264,7 @@ fn hold_lock(path: &Path) -> std::fs::File {
     file
 }
 
-fn route_count(env: &TestEnv, route: &str) -> usize {
+pub(super) fn route_count(env: &TestEnv, route: &str) -> usize {
     env.llm
         .requests()
         .iter()
@@ -355,7 +355,7 @@ fn the_nightly_cron_script_summarises_each_report_once_and_says_when_its_lock_re
     );
     for id in &ids {
         let summary = std::fs::read_to_string(reports.join("summaries").join(id)).unwrap();
-        assert_eq!(summary, "Five bullet points.", "{id}");
+        assert_eq!(summary, "Five bullet points.\n", "{id}");
     }
     let log = std::fs::read_to_string(reports.join("batch.log")).unwrap();
     assert!(
@@ -381,7 +381,7 @@ fn the_nightly_cron_script_summarises_each_report_once_and_says_when_its_lock_re
     assert_eq!(env.llm.requests().len(), 5);
     assert_eq!(
         std::fs::read_to_string(reports.join("summaries/r5.md")).unwrap(),
-        "Five bullet points."
+        "Five bullet points.\n"
     );
     // A night the primary is out of quota: the first backup of --models answers.
     env.llm.script("z", "*", vec![Behaviour::Status402]);
@@ -394,7 +394,7 @@ fn the_nightly_cron_script_summarises_each_report_once_and_says_when_its_lock_re
     assert_eq!(routes, ["z", "q"]);
     assert_eq!(
         std::fs::read_to_string(reports.join("summaries/r6.md")).unwrap(),
-        "Five bullet points."
+        "Five bullet points.\n"
     );
     env.assert_no_orphans();
 }
@@ -521,7 +521,7 @@ fn the_three_machine_cron_recipe_answers_every_report_once_and_pays_nothing_twic
     for id in ids(12) {
         assert_eq!(
             std::fs::read_to_string(shared.join("summaries").join(&id)).unwrap(),
-            "Five bullet points.",
+            "Five bullet points.\n",
             "{id}"
         );
     }

@@ -350,13 +350,22 @@ fn task_complexity_is_estimated_per_job() {
     );
 }
 
+/// A closed stdout stops the batch quietly, but with exit 2, not 0, while jobs were never run
+/// (issue 29); the exit is the runner's own, as `PIPESTATUS` shows it.
 #[test]
 fn a_closed_stdout_stops_the_batch() {
     let env = TestEnv::new(PI_MIN, &providers());
     let line = env.shell_line(batch_args(&env, 20, "1"));
-    let sh = env.other_cmd("sh", ["-c", &format!("{line} | head -n 1")]);
+    let sh = env.other_cmd(
+        "bash",
+        [
+            "-c",
+            &format!("{line} | head -n 1; exit ${{PIPESTATUS[0]}}"),
+        ],
+    );
     let out = run_command(sh, None, RUN_TIMEOUT);
-    out.assert_success();
+    out.assert_code(2)
+        .assert_stderr_contains("stdout was closed before every job ran");
     assert_eq!(out.stdout.lines().count(), 1);
     let sent = env.llm.requests().len();
     assert!(

@@ -7,3 +7,4 @@ mod redis_runs;
 mod redis_store;
 mod runs;
 mod slow_redis;
+mod stored_times;

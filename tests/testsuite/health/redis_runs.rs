@@ -480,3 +480,33 @@ fn reset_all_deletes_what_is_ours_whatever_its_type() {
     );
     env.run(["--status"]).assert_success();
 }
+
+/// Issue 29: a password written where the user name goes (`redis://PASSWORD@host`) is not
+/// shown by `--doctor`, `--status` or `--status --json` (it was, in clear).
+#[test]
+fn a_password_in_the_user_name_place_is_never_shown() {
+    let server = RedisServer::start();
+    let env = TestEnv::new(PI_MIN, &providers());
+    let pw = server.password().to_string();
+    let url = format!("redis://{pw}@127.0.0.1:{}/0", server.port());
+    for args in [&["--doctor"][..], &["--status"], &["--status", "--json"]] {
+        let mut cmd = env.cmd(args);
+        cmd.env("CCSWITCH_HEALTH_URL", &url);
+        let out = run_command(cmd, None, RUN_TIMEOUT);
+        assert!(
+            out.stdout.contains("redis://***@127.0.0.1:") || out.stderr.contains("redis://"),
+            "{args:?}: the store is named\n{}",
+            out.dump()
+        );
+        assert!(
+            !out.stdout.contains(&pw),
+            "{args:?}: password in stdout\n{}",
+            out.dump()
+        );
+        assert!(
+            !out.stderr.contains(&pw),
+            "{args:?}: password in stderr\n{}",
+            out.dump()
+        );
+    }
+}

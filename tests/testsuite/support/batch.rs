@@ -89,8 +89,13 @@ pub fn bin_dir(env: &TestEnv) -> PathBuf {
         ("node", env.pi.node_bin_dir.join("node")),
     ] {
         let link = dir.join(name);
+        // Jobs of one matrix run this at once: another may make the link between the check
+        // and ours.
         if !link.exists() {
-            std::os::unix::fs::symlink(&target, &link).expect("symlink");
+            match std::os::unix::fs::symlink(&target, &link) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                made => made.expect("symlink"),
+            }
         }
     }
     dir

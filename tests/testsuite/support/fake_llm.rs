@@ -50,6 +50,10 @@ pub enum Behaviour {
     Slow,
     /// Like `Ok` with this answer text.
     Text(String),
+    /// Like `Text` but the answer is cut at the output limit: `finish_reason:"length"`.
+    Truncated(String),
+    /// Like `Text` but the usage chunk reports negative completion tokens.
+    NegativeUsage(String),
     /// 401 `invalid_api_key`.
     Status401,
     /// 402 OpenAI `insufficient_quota`.
@@ -224,9 +228,11 @@ impl Behaviour {
     /// `None` when it sends none (errors, hangs, streams cut before the end).
     pub fn usage(&self) -> Option<(u64, u64)> {
         match self {
-            Behaviour::Ok | Behaviour::Slow | Behaviour::Text(_) | Behaviour::NoFinish => {
-                Some(TEXT_USAGE)
-            }
+            Behaviour::Ok
+            | Behaviour::Slow
+            | Behaviour::Text(_)
+            | Behaviour::Truncated(_)
+            | Behaviour::NoFinish => Some(TEXT_USAGE),
             Behaviour::TextWithUsage {
                 prompt_tokens,
                 completion_tokens,
@@ -770,6 +776,8 @@ fn act(stream: &mut TcpStream, b: &Behaviour, ctx: &Ctx<'_>) -> bool {
     match b {
         Behaviour::Ok => text(stream, DEFAULT_TEXT, Mode::Normal),
         Behaviour::Text(t) => text(stream, t, Mode::Normal),
+        Behaviour::Truncated(t) => text(stream, t, Mode::Length),
+        Behaviour::NegativeUsage(t) => text(stream, t, Mode::NegativeUsage),
         Behaviour::TextWithUsage {
             text: t,
             prompt_tokens,

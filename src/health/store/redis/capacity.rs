@@ -1,11 +1,14 @@
 //! Capacity records in Redis: one key per provider, `cap:{provider}` (the [`Capacity`] as JSON,
-//! expiring after an hour without writes), and an index set `caps` for `--status`. An operation
+//! kept without expiry, as the file store keeps its records: the learned limit is the next
+//! start, however long until the next batch — with an expiry every nightly batch started cold,
+//! issue 29), and an index set `caps` for `--status`. An operation
 //! is an optimistic transaction like a breaker commit: `WATCH` the providers' keys, read them,
 //! decide with [`apply_op`] (the rule every store applies), write what changed between `MULTI`
 //! and `EXEC`, repeat if another process got in between.
 //!
 //! Leases are judged by the server's clock (`TIME`, read in the same round trip), never the
-//! caller's: every host sharing one budget needs the same idea of when a lease runs out, and
+//! caller's — taking, renewing, giving back and expiring alike (`apply_op` stamps every delta
+//! with it): every host sharing one budget needs the same idea of when a lease runs out, and
 //! their clocks may disagree by more than a lease lasts.
 
 use std::collections::BTreeMap;
@@ -13,12 +16,9 @@ use std::collections::BTreeMap;
 use redis::Value;
 
 use super::{BATCH, MAX_INDEX_READ, RedisStore, bytes, getrange, int, scan_page};
+use crate::capacity::Capacity;
 use crate::capacity::ops::{CapacityOp, CapacityReply, apply_op, prune};
-use crate::capacity::{Capacity, IDLE_FORGET_MS};
 use crate::health::store::api::StoreError;
-
-/// A capacity key nobody writes for this long is gone (its leases ran out long before).
-const KEY_TTL_MS: u64 = 2 * IDLE_FORGET_MS;
 
 impl RedisStore {
     pub(super) fn capacity_op(
@@ -44,6 +44,7 @@ impl RedisStore {
                 }
             }
             let (reply, changed) = apply_op(&mut records, op, now);
+            let reply = reply.on_caller_clock(now, now_ms);
             if changed.is_empty() {
                 redis::cmd("UNWATCH").query::<()>(con)?;
                 return Ok(Some(reply));
@@ -54,11 +55,11 @@ impl RedisStore {
                 let Some(record) = records.get(provider) else {
                     continue;
                 };
+                // No expiry (see the module docs); a key written with one before is made
+                // lasting by this plain SET.
                 tx.cmd("SET")
                     .arg(keys.capacity(provider))
                     .arg(encode(record))
-                    .arg("PX")
-                    .arg(KEY_TTL_MS)
                     .ignore();
                 tx.cmd("SADD")
                     .arg(keys.capacity_index())

@@ -54,11 +54,14 @@ impl fmt::Debug for RedisUrl {
 
 impl RedisUrl {
     /// The URL with the password shown as `***`: `redis://:***@127.0.0.1:6379/0`,
-    /// `unix://:***@/run/redis.sock?db=2`.
+    /// `unix://:***@/run/redis.sock?db=2`. A user name without a password is shown as `***`
+    /// too: Redis does nothing with a lone user name, so `redis://SECRET@host` is a password
+    /// written where the user name goes (issue 29), and is kept out of `--doctor` and
+    /// `--status`.
     pub fn redacted(&self) -> String {
         let userinfo = match (&self.username, &self.password) {
             (None, None) => String::new(),
-            (Some(u), None) => format!("{}@", escape(u, USERINFO_SPECIALS)),
+            (Some(_), None) => "***@".to_string(),
             (u, Some(_)) => format!(
                 "{}:***@",
                 u.as_deref()
@@ -266,7 +269,8 @@ pub fn parse(url: &str) -> Result<RedisUrl, UrlError> {
 }
 
 /// The password of a health URL as written in it (still %-escaped), from the user info or
-/// `?password=`, for masking. Found wherever the URL's structure parses, even when [`parse`]
+/// `?password=` — or the user name when there is no password (see [`RedisUrl::redacted`]) —
+/// for masking. Found wherever the URL's structure parses, even when [`parse`]
 /// then refuses a part (a bad escape, an unknown parameter).
 pub fn written_password(url: &str) -> Option<String> {
     let parsed = structure(url).ok()?;
@@ -275,7 +279,9 @@ pub fn written_password(url: &str) -> Option<String> {
             .find_map(|kv| kv.strip_prefix("password=").map(str::to_string))
     });
     let userinfo = parsed.url.password().map(str::to_string);
-    userinfo.or(query).filter(|p| !p.is_empty())
+    // A lone user name is a password in the wrong place (see `RedisUrl::redacted`).
+    let lone_user = Some(parsed.url.username().to_string()).filter(|_| userinfo.is_none());
+    userinfo.or(query).or(lone_user).filter(|p| !p.is_empty())
 }
 
 enum Kind {

@@ -178,7 +178,8 @@ fn redacted_hides_the_password_and_debug_too() {
     assert_eq!(ok("redis://:pw@h").redacted(), "redis://:***@h:6379/0");
     assert_eq!(ok("rediss://h:1").redacted(), "rediss://h:1/0");
     assert_eq!(ok("redis://[::1]/2").redacted(), "redis://[::1]:6379/2");
-    assert_eq!(ok("redis://bob@h").redacted(), "redis://bob@h:6379/0");
+    // A lone user name is a password written in the wrong place (issue 29).
+    assert_eq!(ok("redis://bob@h").redacted(), "redis://***@h:6379/0");
     assert_eq!(
         ok("unix://:pw@/tmp/r.sock?db=2").redacted(),
         "unix://:***@/tmp/r.sock?db=2"
@@ -225,7 +226,9 @@ fn written_passwords_for_masking() {
     assert_eq!(written("redis://:p@ss@h").as_deref(), Some("p%40ss"));
     assert_eq!(written("unix://:pw@/tmp/r.sock").as_deref(), Some("pw"));
     assert_eq!(written("redis://h?password=q&db=1").as_deref(), Some("q"));
-    assert_eq!(written("redis://alice@h"), None);
+    assert_eq!(written("redis://alice@h").as_deref(), Some("alice"));
+    assert_eq!(written("redis://alice:pw@h").as_deref(), Some("pw"));
+    assert_eq!(written("redis://h"), None);
     assert_eq!(written("not a url"), None);
 }
 

@@ -172,6 +172,31 @@ pub fn glm_1308_english(reset_unix_ms: u64) -> String {
     )
 }
 
+/// A Chinese vendor's English quota body with Beijing time written `UTC+8` (issue 29).
+pub fn utc_plus_8(reset_unix_ms: u64) -> String {
+    glm(
+        "1308",
+        &format!(
+            "Usage limit reached for 5 hour. Your limit will reset at {} UTC+8",
+            format_cst(reset_unix_ms)
+        ),
+    )
+}
+
+/// Zhipu's body stating two windows: the 5-hour one at `reset_unix_ms` and the monthly one 20
+/// days later, past the runner's 8-day bound (issue 29).
+pub fn glm_two_windows(reset_unix_ms: u64) -> String {
+    let monthly = reset_unix_ms + 20 * 24 * 3_600_000;
+    glm(
+        "1308",
+        &format!(
+            "已达到 5 小时的使用上限。您的限额将在 {} 重置，每月限额将在 {} 重置。",
+            format_cst(reset_unix_ms),
+            format_cst(monthly)
+        ),
+    )
+}
+
 /// Z.AI 1310 (weekly/monthly window) with the reset time in ISO 8601 UTC.
 pub fn zai_1310(reset_unix_ms: u64) -> String {
     glm(
@@ -238,6 +263,14 @@ impl Behaviour {
     /// 429 [`glm_1308_english`].
     pub fn glm_1308_english(reset_unix_ms: u64) -> Self {
         Behaviour::Status(429, glm_1308_english(reset_unix_ms))
+    }
+    /// 429 [`utc_plus_8`].
+    pub fn utc_plus_8(reset_unix_ms: u64) -> Self {
+        Behaviour::Status(429, utc_plus_8(reset_unix_ms))
+    }
+    /// 429 [`glm_two_windows`].
+    pub fn glm_two_windows(reset_unix_ms: u64) -> Self {
+        Behaviour::Status(429, glm_two_windows(reset_unix_ms))
     }
     /// 429 [`zai_1310`] (ISO 8601 UTC reset time).
     pub fn zai_1310(reset_unix_ms: u64) -> Self {

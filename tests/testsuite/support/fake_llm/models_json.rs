@@ -114,6 +114,8 @@ pub struct ModelSpec {
     pub reasoning: bool,
     /// Dollars per million (input, output) tokens; `None` writes no `cost` (Pi's default: 0).
     pub cost: Option<(f64, f64)>,
+    /// `maxTokens`; `None`: 4096 (at most half the context window).
+    pub max_tokens: Option<u64>,
 }
 
 impl ModelSpec {
@@ -125,6 +127,7 @@ impl ModelSpec {
             context_window: 128_000,
             reasoning: false,
             cost: None,
+            max_tokens: None,
         }
     }
     /// Like `text` but accepts images.
@@ -142,6 +145,11 @@ impl ModelSpec {
     /// Builder: set the context window.
     pub fn context(mut self, tokens: u64) -> Self {
         self.context_window = tokens;
+        self
+    }
+    /// Builder: the most tokens one answer may have (`maxTokens`).
+    pub fn max_output(mut self, tokens: u64) -> Self {
+        self.max_tokens = Some(tokens);
         self
     }
     /// Builder: dollars per million input / output tokens, so Pi reports a non-zero cost
@@ -169,7 +177,7 @@ pub fn models_json(llm: &FakeLlm, providers: &[ProviderSpec]) -> Value {
                     "id": m.id,
                     "name": m.id,
                     "contextWindow": m.context_window,
-                    "maxTokens": 4096.min(m.context_window / 2).max(1),
+                    "maxTokens": m.max_tokens.unwrap_or(4096.min(m.context_window / 2).max(1)),
                     "input": if m.images { json!(["text", "image"]) } else { json!(["text"]) },
                     "reasoning": m.reasoning,
                 });

@@ -215,6 +215,11 @@ pub(super) fn err_body(message: &str, typ: &str, code: Option<&str>) -> String {
 #[derive(Clone, Copy, PartialEq)]
 pub(super) enum Mode {
     Normal,
+    /// Every piece, then `finish_reason:"length"`.
+    Length,
+    /// Like `Normal`, but the usage chunk reports `completion_tokens: -100000` (a broken
+    /// provider's arithmetic).
+    NegativeUsage,
     Slow,
     NoFinish,
     Drop,
@@ -332,10 +337,23 @@ pub(super) fn stream_text(
             }
             return Ok(false);
         }
-        if mode != Mode::NoFinish {
+        if mode == Mode::Length {
+            sse(w, &chunk_obj(json!({}), Some("length")))?;
+        } else if mode != Mode::NoFinish {
             sse(w, &chunk_obj(json!({}), Some("stop")))?;
         }
-        send_usage(w, &id, created, usage, ctx)?;
+        if mode == Mode::NegativeUsage {
+            let (prompt, _) = usage;
+            sse(
+                w,
+                &json!({"id": id, "object": "chat.completion.chunk", "created": created,
+                        "model": model, "choices": [],
+                        "usage": {"prompt_tokens": prompt, "completion_tokens": -100_000,
+                                  "total_tokens": -99_000}}),
+            )?;
+        } else {
+            send_usage(w, &id, created, usage, ctx)?;
+        }
         finish_sse(w)?;
         Ok(true)
     })();
