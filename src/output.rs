@@ -151,6 +151,7 @@ pub fn end_message(ended: &Ended) -> Option<String> {
             format!("timed out after {timeout_ms} ms while reading the attachments (--timeout-ms)")
         }
         JobEnd::Unprepared(Unprepared::Lost(e)) => format!("reading the attachments failed: {e}"),
+        JobEnd::Unprepared(Unprepared::Schema(bad)) => format!("schema {bad}"),
         JobEnd::InvalidLine(message) => message.clone(),
     })
 }

@@ -31,6 +31,8 @@ pub struct Run<'a> {
     pub health: &'a HealthHandle,
     pub console: &'a Console,
     pub groups: &'a PiGroups,
+    /// `--output-schema`, loaded.
+    pub schema: Option<job::OutputSchema>,
 }
 
 impl Run<'_> {
@@ -58,6 +60,7 @@ impl Run<'_> {
                 inv,
                 crate::capacity::START_LIMIT as usize,
             )),
+            schema: self.schema.clone(),
         });
         let thinking_source = match (&request.thinking.level, request.thinking.source) {
             (Some(t), ThinkingSource::Flag) => format!("{t} (--thinking)"),

@@ -83,6 +83,7 @@ pub async fn run(
 ) -> anyhow::Result<Exit> {
     // Everything that can refuse the batch outright comes first, before any Pi starts and while
     // Ctrl-C still simply ends the process (opening a FIFO as the job file may wait).
+    let schema = crate::job::output_schema(inv)?;
     if let Some(path) = &args.output {
         refuse_output(path, &args.file)?;
     }
@@ -145,6 +146,8 @@ pub async fn run(
         workers,
         origins: crate::served::Origins::load(settings, inv),
         permanent_ok: args.permanent_ok,
+        schema,
+        schemas: std::cell::RefCell::default(),
     };
     let (recorded, target) = match ledger {
         Some(l) => (l.recorded, Target::File(l.guard)),

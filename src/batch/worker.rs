@@ -50,6 +50,10 @@ pub struct Plan {
     pub origins: Option<Origins>,
     /// `--permanent-ok`: failures in the input itself do not make the batch's exit code.
     pub permanent_ok: bool,
+    /// `--output-schema`: the schema of every job without its own `schema`.
+    pub schema: Option<job::OutputSchema>,
+    /// The schema files jobs named, loaded once each.
+    pub schemas: std::cell::RefCell<job::SchemaCache>,
 }
 
 impl Plan {
@@ -329,6 +333,17 @@ impl Worker {
         stops: &mut watch::Receiver<Option<Stop>>,
     ) -> Ran {
         let plan = ctx.plan;
+        let schema = match &spec.schema {
+            None => plan.schema.clone(),
+            // Nothing is sent for a job whose schema cannot be used.
+            Some(file) => match plan.schemas.borrow_mut().get(file) {
+                Ok(s) => Some(s),
+                Err(bad) => {
+                    let ended = Ended::bare(JobEnd::Unprepared(Unprepared::Schema(bad)));
+                    return Ran::Ended(Box::new(ended));
+                }
+            },
+        };
         // The job's deadline covers reading its attachments too.
         let deadline = clock::now().instant + plan.timeout;
         let timeout_ms = u64::try_from(plan.timeout.as_millis()).unwrap_or(u64::MAX);
@@ -370,6 +385,7 @@ impl Worker {
             explain: false,
             deadline,
             capacity: Some(plan.capacity_for(self.number)),
+            schema,
         });
         // What the files held when the job ran, for its result (and `--rerun-changed`).
         let finish = |mut ended: Ended| {
