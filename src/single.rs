@@ -43,6 +43,10 @@ impl Run<'_> {
             text_files: prepared.text_files,
             images: prepared.images.len(),
             empty: prepared.empty.clone(),
+            schema: self
+                .schema
+                .as_ref()
+                .map(|s| (s.file.clone(), s.schema.draft_name())),
         };
         let (request, _) = JobRequest::build(job::Parts {
             prepared,
