@@ -335,6 +335,7 @@ impl Batch {
                                 &done.failed_usage,
                                 &done.failed_classes,
                             );
+                            tally.record_schema(&done.schema_failures);
                             tally.record_capacity(
                                 done.model
                                     .as_deref()
@@ -434,6 +435,9 @@ impl Batch {
             })
             .collect();
         if let Some(line) = tally.capacity_line(&limits) {
+            console.progress_line(&line);
+        }
+        if let Some(line) = tally.schema_line() {
             console.progress_line(&line);
         }
         // Last: what will fail the same way every night until its input changes.
@@ -712,6 +716,8 @@ mod tests {
             workers,
             origins: None,
             permanent_ok: false,
+            schema: None,
+            schemas: Default::default(),
         };
         Shared {
             plan,

@@ -110,6 +110,8 @@ pub struct Done {
     pub failed_usage: Usage,
     /// The class of each attempt that did not answer (for the summary).
     pub failed_classes: Vec<&'static str>,
+    /// The model of each attempt whose answer did not conform to the job's schema.
+    pub schema_failures: Vec<String>,
     /// The provider of each attempt refused for capacity.
     pub capacity_signals: Vec<String>,
     pub capacity_wait_ms: u64,
@@ -309,6 +311,16 @@ impl Worker {
             model,
             usage: ended.answer_usage(),
             failed_usage: ended.failed_usage(),
+            schema_failures: ended
+                .attempts
+                .iter()
+                .filter(|a| {
+                    a.failure
+                        .as_ref()
+                        .is_some_and(|f| f.class == crate::failover::classify::FailureClass::Schema)
+                })
+                .map(|a| a.model.clone())
+                .collect(),
             failed_classes: ended
                 .attempts
                 .iter()
@@ -513,6 +525,7 @@ fn invalid_line(index: usize, number: u64, invalid: &Invalid, line_hash: u64) ->
         usage: Usage::default(),
         failed_usage: Usage::default(),
         failed_classes: Vec::new(),
+        schema_failures: Vec::new(),
         capacity_signals: Vec::new(),
         capacity_wait_ms: 0,
     }
