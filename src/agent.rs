@@ -22,11 +22,12 @@
 
 use std::ffi::OsString;
 use std::io::ErrorKind;
-use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::io::{AsyncReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command as Process};
 
@@ -41,7 +42,7 @@ pub const BASE_ARGS: [&str; 4] = ["--mode", "rpc", "--no-session", "--no-extensi
 /// signal handler; cheap to clone.
 #[derive(Debug, Clone, Default)]
 pub struct PiGroups {
-    groups: Arc<Mutex<Vec<i32>>>,
+    groups: Arc<Mutex<Vec<Pid>>>,
 }
 
 impl PiGroups {
@@ -49,13 +50,13 @@ impl PiGroups {
         PiGroups::default()
     }
 
-    fn add(&self, pgid: i32) {
+    fn add(&self, pgid: Pid) {
         if let Ok(mut g) = self.groups.lock() {
             g.push(pgid);
         }
     }
 
-    fn remove(&self, pgid: i32) {
+    fn remove(&self, pgid: Pid) {
         if let Ok(mut g) = self.groups.lock() {
             g.retain(|x| *x != pgid);
         }
@@ -65,10 +66,7 @@ impl PiGroups {
     pub fn kill_all(&self) {
         if let Ok(groups) = self.groups.lock() {
             for pgid in groups.iter() {
-                // SAFETY: killpg only sends a signal.
-                unsafe {
-                    libc::killpg(*pgid, libc::SIGKILL);
-                }
+                let _ = kill_process_group(*pgid, Signal::KILL);
             }
         }
     }
@@ -114,8 +112,10 @@ pub struct Agent {
     stderr: Arc<Mutex<Vec<u8>>>,
     stderr_task: Option<tokio::task::JoinHandle<()>>,
     warnings: tokio::sync::mpsc::UnboundedReceiver<String>,
+    /// Asks the stderr reader to answer once it has read all Pi wrote so far.
+    stderr_sync: tokio::sync::mpsc::UnboundedSender<tokio::sync::oneshot::Sender<()>>,
     /// Pi's process group (its pid: the reaper starts it as a group leader).
-    pgid: Option<i32>,
+    pgid: Option<Pid>,
     /// The write end of the reaper's lifeline: closing it makes the reaper kill everything
     /// below it (see the module doc).
     lifeline: Option<OwnedFd>,
@@ -124,12 +124,15 @@ pub struct Agent {
 
 impl Agent {
     /// Starts `program --mode rpc --no-session --no-extensions <extra…>` (through the reaper).
-    pub fn spawn(
+    /// The process is started on this thread (see the module doc); the wait for the reaper's
+    /// report is not: it runs on the blocking pool, so other jobs' streams keep flowing while
+    /// a Pi starts.
+    pub async fn spawn(
         program: &OsString,
         extra: &[String],
         groups: &PiGroups,
     ) -> Result<Agent, SpawnError> {
-        let (mut child, pgid, lifeline) = spawn_through_reaper(program, extra)?;
+        let (mut child, pgid, lifeline) = spawn_through_reaper(program, extra).await?;
         if let Some(g) = pgid {
             groups.add(g);
         }
@@ -141,16 +144,28 @@ impl Agent {
             .ok_or_else(|| SpawnError::Other(program.clone(), ErrorKind::BrokenPipe.into()))?;
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let (warn_tx, warnings) = tokio::sync::mpsc::unbounded_channel();
+        let (stderr_sync, mut sync_rx) =
+            tokio::sync::mpsc::unbounded_channel::<tokio::sync::oneshot::Sender<()>>();
         let stderr_task = child.stderr.take().map(|mut err| {
             let sink = Arc::clone(&stderr);
             tokio::spawn(async move {
                 let mut chunk = [0u8; 8192];
                 let mut line = Vec::new();
                 let mut forwarded = 0;
-                while let Ok(n) = err.read(&mut chunk).await {
-                    if n == 0 {
-                        break;
-                    }
+                loop {
+                    // Reading comes first: a request to catch up is answered only once the
+                    // pipe has nothing more that the event loop knows of.
+                    let n = tokio::select! {
+                        biased;
+                        read = err.read(&mut chunk) => match read {
+                            Ok(n) if n > 0 => n,
+                            _ => break,
+                        },
+                        Some(ack) = sync_rx.recv() => {
+                            let _ = ack.send(());
+                            continue;
+                        }
+                    };
                     if let Ok(mut buf) = sink.lock() {
                         buf.extend_from_slice(&chunk[..n]);
                         let excess = buf.len().saturating_sub(STDERR_KEEP);
@@ -181,6 +196,7 @@ impl Agent {
             stderr,
             stderr_task,
             warnings,
+            stderr_sync,
             pgid,
             lifeline: Some(lifeline),
             groups: groups.clone(),
@@ -205,6 +221,15 @@ impl Agent {
     pub fn take_warnings(&mut self) -> tokio::sync::mpsc::UnboundedReceiver<String> {
         let (_, closed) = tokio::sync::mpsc::unbounded_channel();
         std::mem::replace(&mut self.warnings, closed)
+    }
+
+    /// Waits until the stderr reader has read everything Pi wrote before what was last read
+    /// from its stdout (Pi writes its warnings before it answers, but on another pipe).
+    pub async fn stderr_caught_up(&self) {
+        let (ack, done) = tokio::sync::oneshot::channel();
+        if self.stderr_sync.send(ack).is_ok() {
+            let _ = done.await;
+        }
     }
 
     /// Waits for Pi to exit (after its stdout closed), at most `limit`.
@@ -236,7 +261,7 @@ impl Agent {
             self.backstop_kill();
             return;
         }
-        self.kill_group(libc::SIGTERM);
+        self.kill_group(Signal::TERM);
         if self
             .exit_status(Duration::from_millis(1500))
             .await
@@ -245,7 +270,7 @@ impl Agent {
             self.backstop_kill();
             return;
         }
-        self.kill_group(libc::SIGKILL);
+        self.kill_group(Signal::KILL);
         self.lifeline = None;
         if self
             .exit_status(Duration::from_millis(1500))
@@ -261,21 +286,19 @@ impl Agent {
     /// Without a reaper, children of Pi that ignored SIGTERM are killed here.
     fn backstop_kill(&self) {
         if self.lifeline.is_none() && self.pgid.is_some_and(|g| Some(g) == self.direct_pid()) {
-            self.kill_group(libc::SIGKILL);
+            self.kill_group(Signal::KILL);
         }
     }
 
     /// Pi's pid when Pi is our own child (no reaper could be started).
-    fn direct_pid(&self) -> Option<i32> {
-        self.child.id().and_then(|p| i32::try_from(p).ok())
+    fn direct_pid(&self) -> Option<Pid> {
+        self.child.id().and_then(pid_of)
     }
 
-    fn kill_group(&self, signal: i32) {
+    fn kill_group(&self, signal: Signal) {
         if let Some(pgid) = self.pgid {
-            // SAFETY: killpg only sends a signal; an exited group yields ESRCH, which is fine.
-            unsafe {
-                libc::killpg(pgid, signal);
-            }
+            // An exited group yields ESRCH, which is fine.
+            let _ = kill_process_group(pgid, signal);
         }
     }
 }
@@ -286,7 +309,7 @@ impl Drop for Agent {
         // makes the reaper kill Pi's group and everything below it.
         self.lifeline = None;
         if self.direct_pid().is_some() && self.pgid == self.direct_pid() {
-            self.kill_group(libc::SIGKILL);
+            self.kill_group(Signal::KILL);
         }
         if let Some(g) = self.pgid {
             self.groups.remove(g);
@@ -301,10 +324,10 @@ const REAPER_REPORT: Duration = Duration::from_secs(10);
 /// Starts Pi through the reaper (see the module doc): the reaper's process (whose pipes are
 /// Pi's), Pi's process group, and the lifeline's write end. Without a usable reaper (no
 /// `/proc/self/exe`, say), Pi is started directly and only its own group is stopped.
-fn spawn_through_reaper(
+async fn spawn_through_reaper(
     program: &OsString,
     extra: &[String],
-) -> Result<(Child, Option<i32>, OwnedFd), SpawnError> {
+) -> Result<(Child, Option<Pid>, OwnedFd), SpawnError> {
     let other = |e: std::io::Error| SpawnError::Other(program.clone(), e);
     let (life_read, life_write) = cloexec_pipe().map_err(other)?;
     let (status_read, status_write) = cloexec_pipe().map_err(other)?;
@@ -333,9 +356,18 @@ fn spawn_through_reaper(
     };
     drop(life_read);
     drop(status_write);
-    let report = read_report(&status_read, REAPER_REPORT).map_err(other)?;
+    let report = tokio::task::spawn_blocking(move || read_report(&status_read, REAPER_REPORT))
+        .await
+        .map_err(|e| other(std::io::Error::other(e)))?
+        .map_err(other)?;
     match crate::reaper::decode_status(&report) {
-        Some(Ok(pid)) => Ok((child, i32::try_from(pid).ok(), life_write)),
+        // A pid that does not fit is no group to signal: never one to use as 0 or -1.
+        Some(Ok(pid)) => match pid_of(pid) {
+            Some(pid) => Ok((child, Some(pid), life_write)),
+            None => Err(other(std::io::Error::other(format!(
+                "the process that starts Pi reported pid {pid}, which is no process id"
+            )))),
+        },
         Some(Err(errno)) => Err(spawn_error(
             program,
             std::io::Error::from_raw_os_error(errno),
@@ -350,7 +382,7 @@ fn spawn_through_reaper(
 fn spawn_directly(
     program: &OsString,
     extra: &[String],
-) -> Result<(Child, Option<i32>), SpawnError> {
+) -> Result<(Child, Option<Pid>), SpawnError> {
     let mut cmd = Process::new(program);
     cmd.args(BASE_ARGS)
         .args(extra)
@@ -361,7 +393,7 @@ fn spawn_directly(
         .kill_on_drop(true);
     die_with_parent(&mut cmd);
     let child = cmd.spawn().map_err(|e| spawn_error(program, e))?;
-    let pgid = child.id().and_then(|p| i32::try_from(p).ok());
+    let pgid = child.id().and_then(pid_of);
     Ok((child, pgid))
 }
 
@@ -393,20 +425,22 @@ fn reaper_program() -> std::path::PathBuf {
 /// A pipe whose two ends are closed in every child we start (only the reaper gets its ends,
 /// placed explicitly): a reaper holding another reaper's lifeline would never see it end.
 fn cloexec_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [-1; 2];
-    // SAFETY: pipe2 into a two-element array; on success both descriptors are ours.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: fresh descriptors from pipe2, owned from here on.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
+}
+
+/// A process id as the kernel takes it: positive and within `pid_t` (`None` otherwise, so a
+/// bad one can never become 0 — this process's own group — in a kill).
+fn pid_of(pid: u32) -> Option<Pid> {
+    Pid::from_raw(i32::try_from(pid).ok()?)
 }
 
 /// In the reaper's child before exec: the lifeline's read end on fd 3 and the status pipe's
 /// write end on fd 4, both without close-on-exec. Moved above 10 first, so neither number can
 /// clobber the other.
 fn place_reaper_fds(lifeline: i32, status: i32) -> std::io::Result<()> {
-    // SAFETY: fcntl, dup2 and close on descriptors of this (forked) process.
+    // SAFETY: fcntl, dup2 and close on descriptors of this (forked) process. Raw calls: no
+    // safe wrapper places a descriptor at a number chosen by protocol (rustix's dup2 wants
+    // the target already owned), and after fork nothing may allocate.
     unsafe {
         let a = libc::fcntl(lifeline, libc::F_DUPFD, 10);
         let b = libc::fcntl(status, libc::F_DUPFD, 10);
@@ -425,22 +459,16 @@ fn place_reaper_fds(lifeline: i32, status: i32) -> std::io::Result<()> {
 
 /// The reaper's one-line report, waited for at most `limit`.
 fn read_report(fd: &OwnedFd, limit: Duration) -> std::io::Result<String> {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = i32::try_from(limit.as_millis()).unwrap_or(i32::MAX);
-    // SAFETY: poll over one valid pollfd.
-    if unsafe { libc::poll(&raw mut pfd, 1, ms) } <= 0 {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let timeout = Timespec::try_from(limit).ok();
+    let mut fds = [PollFd::new(fd, PollFlags::IN)];
+    if poll(&mut fds, timeout.as_ref())? == 0 {
         return Err(std::io::Error::other(
             "the process that starts Pi did not report within 10 s",
         ));
     }
     let mut buf = [0u8; 64];
-    // SAFETY: read into a local buffer from a descriptor we own.
-    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-    let n = usize::try_from(n).map_err(|_| std::io::Error::last_os_error())?;
+    let n = rustix::io::read(fd, &mut buf)?;
     Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
@@ -448,15 +476,14 @@ fn read_report(fd: &OwnedFd, limit: Duration) -> std::io::Result<String> {
 /// alive for the whole run) ends, i.e. when the runner dies however it dies.
 #[cfg(target_os = "linux")]
 fn die_with_parent(cmd: &mut Process) {
-    let parent = i32::try_from(std::process::id()).unwrap_or(0);
-    // SAFETY: only async-signal-safe calls (prctl, getppid) run between fork and exec.
+    let parent = rustix::process::getpid();
+    // SAFETY: pre_exec itself is the unsafe part (the closure runs between fork and exec); it
+    // makes only async-signal-safe system calls (prctl, getppid) and allocates nothing.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
             // The runner may have died before the prctl took effect.
-            if libc::getppid() != parent {
+            if rustix::process::getppid() != Some(parent) {
                 return Err(std::io::Error::other("the runner exited while starting Pi"));
             }
             Ok(())
@@ -489,14 +516,13 @@ pub fn config_command_outputs(commands: &[String], budget: Duration) -> Vec<Stri
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
-        // SAFETY: setsid and prctl are async-signal-safe.
+        // SAFETY: pre_exec itself is the unsafe part; the closure makes only async-signal-safe
+        // system calls (setsid, prctl) and allocates nothing.
         unsafe {
             cmd.pre_exec(|| {
-                if libc::setsid() < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
+                rustix::process::setsid()?;
                 #[cfg(target_os = "linux")]
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                let _ = rustix::process::set_parent_process_death_signal(Some(Signal::KILL));
                 Ok(())
             });
         }
@@ -532,11 +558,9 @@ pub fn config_command_outputs(commands: &[String], budget: Duration) -> Vec<Stri
                 _ => break false,
             }
         };
-        if let Ok(pid) = i32::try_from(child.id()) {
-            // SAFETY: killpg only sends a signal, to the session (and group) the command leads.
-            unsafe {
-                libc::killpg(pid, libc::SIGKILL);
-            }
+        // The session (and group) the command leads, with anything it started.
+        if let Some(pid) = pid_of(child.id()) {
+            let _ = kill_process_group(pid, Signal::KILL);
         }
         let _ = child.wait();
         let Some(bytes) = reader

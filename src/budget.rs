@@ -60,25 +60,27 @@ impl Caps {
             if value.is_empty() {
                 return Err("--max-cost requires a value".to_string());
             }
-            for item in value.split(',') {
+            for item in crate::provider_list::items(value) {
                 caps.take(value, item)?;
             }
         }
         Ok(caps)
     }
 
-    fn take(&mut self, value: &str, item: &str) -> Result<(), String> {
+    fn take(
+        &mut self,
+        value: &str,
+        item: crate::provider_list::ListItem<'_>,
+    ) -> Result<(), String> {
         let expected = "expected COST or PROVIDER=COST with a positive amount such as 5 or \
                         0.25, several separated by commas";
-        if item.is_empty() {
+        if item.text.is_empty() {
             return Err(format!(
                 "--max-cost '{value}' has an empty item; {expected}"
             ));
         }
-        let (provider, amount) = match item.split_once('=') {
-            Some((p, a)) => (Some(p), a),
-            None => (None, item),
-        };
+        let (provider, amount) = (item.provider, item.value);
+        let item = item.text;
         let Some(amount) = Amount::parse(amount) else {
             return Err(format!(
                 "--max-cost '{value}': '{amount}' is not a positive amount; {expected}"

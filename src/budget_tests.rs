@@ -18,6 +18,10 @@ fn a_total_and_provider_caps_repeated_or_comma_separated() {
     assert_eq!(c.providers().collect::<Vec<_>>(), ["minimax", "zai"]);
     assert!(!c.is_empty());
     assert!(caps(&[]).unwrap().is_empty());
+    // Blanks around the parts are allowed, as for --max-inflight: one list reader.
+    let spaced = caps(&[" 20 , zai = 5 "]).unwrap();
+    assert_eq!(spaced.total, Some(amount(20.0)));
+    assert_eq!(spaced.providers.get("zai"), Some(&amount(5.0)));
     for ok in [
         "5",
         "0.25",
@@ -52,7 +56,7 @@ fn bad_values_are_one_line_naming_the_value() {
         (vec!["infinity"], "'infinity' is not a positive amount"),
         (vec!["1e3"], "'1e3' is not a positive amount"),
         (vec!["+5"], "'+5' is not a positive amount"),
-        (vec![" 5"], "' 5' is not a positive amount"),
+        (vec!["5 5"], "'5 5' is not a positive amount"),
         (vec!["5$"], "'5$' is not a positive amount"),
         (vec!["1.2.3"], "'1.2.3' is not a positive amount"),
         (vec!["."], "'.' is not a positive amount"),

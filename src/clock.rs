@@ -1,4 +1,5 @@
-//! The one place that reads clocks. Everything else receives a [`Now`].
+//! The one place that reads clocks (and the machine's time zone). Everything else receives a
+//! [`Now`].
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -37,25 +38,12 @@ pub fn now() -> Now {
     }
 }
 
-/// The machine's offset from UTC at `unix_ms`, in seconds east, as the C library reads it (`TZ`,
-/// else `/etc/localtime`); `None` when it cannot tell. Used only to word times for people (a
-/// stated reset "at 14:36:54 -05:00 (19:36:54 UTC)"): nothing is decided by it, and reading a
+/// The machine's offset from UTC at `unix_ms`, in seconds east, from the system's zone (`TZ`,
+/// else `/etc/localtime`; UTC when neither names one, as the C library does); `None` for an
+/// instant outside the years a time zone covers. Used only to word times for people (a stated
+/// reset "at 14:36:54 -05:00 (19:36:54 UTC)"): nothing is decided by it, and reading a
 /// provider's stated time never depends on it (see `failover::stated`).
 pub fn local_offset(unix_ms: u64) -> Option<i32> {
-    unsafe extern "C" {
-        /// POSIX: (re)reads `TZ`; not in the `libc` crate's bindings.
-        fn tzset();
-    }
-    let secs = libc::time_t::try_from(unix_ms / 1000).ok()?;
-    // SAFETY: `tm` is plain data that `localtime_r` fills in; both pointers are valid for the
-    // call, and `localtime_r` is the reentrant form (no shared static buffer).
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    let filled = unsafe {
-        tzset();
-        libc::localtime_r(&raw const secs, &raw mut tm)
-    };
-    if filled.is_null() {
-        return None;
-    }
-    i32::try_from(tm.tm_gmtoff).ok()
+    let at = jiff::Timestamp::from_millisecond(i64::try_from(unix_ms).ok()?).ok()?;
+    Some(jiff::tz::TimeZone::system().to_offset(at).seconds())
 }

@@ -17,11 +17,11 @@ const MAX_PI_WARNINGS: usize = 256;
 /// What stderr shows and what has been said on it. Cheap to clone; every clone is the same.
 #[derive(Clone, Default)]
 pub struct Console {
-    state: Arc<Mutex<State>>,
+    state: Arc<Mutex<ConsoleState>>,
 }
 
 #[derive(Default)]
-struct State {
+struct ConsoleState {
     /// A status line is on screen right now.
     status_shown: bool,
     /// What the batch has said (breaker changes and warnings are news once).
@@ -35,7 +35,7 @@ impl Console {
         Console::default()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ConsoleState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

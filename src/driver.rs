@@ -1,24 +1,22 @@
-//! Runs jobs: Pi + the failover machine + health + stops in one select loop. The only place
+//! Runs jobs: Pi + the failover machine + what the process shares + stops in one select loop. The only place
 //! that sleeps. It executes what the machine asks and returns what happened, as facts
 //! ([`Ended`]); it decides nothing about failover and words no ending (that is `output`'s).
 //! A [`Session`] is one Pi process, reused across the jobs of a batch worker; a single run is a
 //! session with one job.
 
-use std::cell::RefCell;
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
 use crate::agent::{self, Agent, PiGroups};
-use crate::budget::Ledger;
 use crate::catalog::ModelInfo;
-use crate::clock;
+use crate::clock::{self, Now};
 use crate::console::{Console, StatusLine};
 use crate::failover::classify::{Classification, FailureClass, Scope};
-use crate::failover::{Action, Machine, Note, Options, Outcome, SetupProblem};
-use crate::health::service::{HealthHandle, Reply};
+use crate::failover::{Action, Input, Machine, Note, Options, Outcome, SetupProblem};
 use crate::job::{Ended, JobEnd, JobRequest, PiLoss, Stop};
+use crate::shared::SharedHandle;
 
 /// How long Pi gets to exit after its stdin closes before it is signalled.
 const STOP_GRACE: Duration = Duration::from_millis(2000);
@@ -52,12 +50,13 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn start(
+    /// Starts Pi; the wait for it to start happens off the event loop (see `Agent::spawn`).
+    pub async fn start(
         pi_command: &OsString,
         pi_args: &[String],
         groups: &PiGroups,
     ) -> Result<Session, agent::SpawnError> {
-        let mut agent = Agent::spawn(pi_command, pi_args, groups)?;
+        let mut agent = Agent::spawn(pi_command, pi_args, groups).await?;
         let warnings = agent.take_warnings();
         Ok(Session {
             agent,
@@ -80,25 +79,190 @@ impl Session {
         self.agent.stop(STOP_GRACE).await;
     }
 
-    /// Runs one job to its end on this Pi. `spending` is the process's spend (`--max-cost`),
-    /// shared by every job of a batch.
+    /// Runs one job to its end on this Pi, with what the process shares (health, capacity
+    /// slots and the spend ledger) behind `shared`.
+    ///
+    /// The loop: carry out what the machine asks, wait for one thing to happen, read the clock
+    /// once, feed it to the machine as one [`Input`] — until the machine finishes or Pi goes.
     pub async fn run(
         &mut self,
         job: &JobRequest,
-        health: &HealthHandle,
-        spending: &RefCell<Ledger>,
+        shared: &SharedHandle,
         stops: &mut watch::Receiver<Option<Stop>>,
         console: &Console,
         status: &mut StatusLine,
     ) -> Ended {
         let start = clock::now();
-        // Store work happens on the health thread; its answers come back here. The machine
-        // starts on what this process knows, and the store's health joins it when it comes
-        // (the first request waits for it a short while at most: a slow store never holds
-        // the run).
-        let (replies_tx, mut replies) = mpsc::unbounded_channel::<Reply>();
-        health.load(start.wall_ms, replies_tx.clone());
-        let options = Options {
+        // Store work happens on the health thread; its answers come back on `inbox`. The
+        // machine starts on what this process knows, and the store's health joins it when it
+        // comes (the first request waits for it a short while at most: a slow store never
+        // holds the run).
+        let (link, mut inbox) = shared.join();
+        link.load(start.wall_ms);
+        let mut machine = Machine::with_options(
+            start,
+            job.config.clone(),
+            link.snapshot(),
+            job.message.clone(),
+            job.images.clone(),
+            self.options(job),
+        );
+        self.jobs += 1;
+        let mut stopping: Option<(Stop, Instant)> = None;
+        let mut stops_open = true;
+        let mut ticker = tokio::time::interval(STATUS_TICK);
+        let mut now = start;
+        let mut woke = stops.borrow().map(Wake::Stop);
+        let ended = 'run: loop {
+            // One input at a time, at the time this wake-up read.
+            let input = match woke.take() {
+                None => None,
+                Some(Wake::Input(input)) => Some(input),
+                Some(Wake::Stop(stop)) => {
+                    stopping = Some((stop, now.instant));
+                    Some(Input::Stop)
+                }
+                Some(Wake::Pi(msg)) => {
+                    self.answered |= matches!(msg, crate::rpc::Incoming::Response(_));
+                    Some(Input::Pi(msg))
+                }
+                Some(Wake::Warning(line)) => {
+                    pi_warning(&line, &job.label, console, status);
+                    None
+                }
+                Some(Wake::Tick) => {
+                    show_status(&machine, status, now, start.instant);
+                    None
+                }
+                Some(Wake::Ended(end)) => break 'run end,
+            };
+            if let Some(input) = input {
+                machine.handle(now, input);
+            }
+            while let Some(action) = machine.poll_action() {
+                match action {
+                    Action::Send { id, command } => {
+                        tracing::debug!(command = command.name(), id, "→ pi");
+                        if self.agent.send(&id, &command).await.is_err() {
+                            break 'run Loop::StdinGone;
+                        }
+                    }
+                    Action::Record { seq, delta } => link.record(seq, delta, now.wall_ms),
+                    Action::ClaimProbe { target } => link.claim(target, now.wall_ms),
+                    Action::ReloadHealth => link.reload(now.wall_ms),
+                    Action::Capacity { id, op, reply } => {
+                        tracing::debug!(id, ?op, "capacity →");
+                        link.capacity(id, op, now.wall_ms, reply);
+                    }
+                    Action::Spent { provider, cost } => {
+                        // News once per process: the ledger says each cap once. The new spend
+                        // is first on the inbox, so the machine has it before anything else.
+                        for c in link.spent(&provider, cost) {
+                            status.clear();
+                            console.progress_line(&c.to_string());
+                        }
+                    }
+                    Action::Progress { line, note } => {
+                        progress(job, console, status, &line, note);
+                    }
+                    Action::Finish(outcome) => break 'run Loop::Machine(outcome),
+                }
+            }
+            let machine_deadline = machine.poll_deadline();
+            let settle_deadline = stopping.map(|(_, at)| at + STOP_SETTLE);
+            woke = Some(tokio::select! {
+                biased;
+                changed = stops.changed(), if stopping.is_none() && stops_open => {
+                    match (changed, *stops.borrow()) {
+                        (Ok(()), Some(stop)) => Wake::Stop(stop),
+                        (Ok(()), None) => continue,
+                        // No more stops can come; stop watching.
+                        (Err(_), _) => {
+                            stops_open = false;
+                            continue;
+                        }
+                    }
+                }
+                () = sleep_until(Some(job.deadline)), if stopping.is_none() => {
+                    Wake::Stop(Stop::Deadline)
+                }
+                () = sleep_until(settle_deadline), if settle_deadline.is_some() => {
+                    Wake::Ended(Loop::Unsettled)
+                }
+                // Before Pi and the timers: what the process spent (this job's last cost
+                // included) counts before anything can start.
+                Some(input) = inbox.recv() => Wake::Input(input),
+                () = sleep_until(machine_deadline), if machine_deadline.is_some() => {
+                    Wake::Input(Input::Timeout)
+                }
+                Some(warning) = self.warnings.recv() => Wake::Warning(warning),
+                msg = self.agent.next() => match msg {
+                    Ok(Some(msg)) => Wake::Pi(msg),
+                    Ok(None) => Wake::Ended(Loop::PiExited),
+                    Err(e) => Wake::Ended(Loop::Malformed(e.to_string())),
+                },
+                _ = ticker.tick(), if status.enabled() => Wake::Tick,
+            });
+            now = clock::now();
+        };
+        status.clear();
+        // However the loop ended, a slot still held goes back (the machine's own endings have
+        // queued that already; Pi dying or a stop that never settled have not).
+        let now = clock::now();
+        machine.handle(now, Input::Abandon);
+        while let Some(action) = machine.poll_action() {
+            if let Action::Capacity { id, op, reply } = action {
+                link.capacity(id, op, now.wall_ms, reply);
+            }
+        }
+        // Pi writes its start-up warnings before it answers on stdout, but on another pipe:
+        // pass on what it wrote before the last thing read.
+        self.agent.stderr_caught_up().await;
+        while let Ok(warning) = self.warnings.try_recv() {
+            pi_warning(&warning, &job.label, console, status);
+        }
+        if self.start_model.is_none() {
+            self.start_model = machine.start_model().map(str::to_string);
+            if !machine.registry().is_empty() {
+                shared.note_listed(machine.registry().iter().map(|m| m.key().into()).collect());
+            }
+        }
+        let stop = stopping.map(|(s, _)| s);
+        let end = self.end(ended, stop).await;
+        let now = clock::now();
+        let mut attempts = machine.attempts().to_vec();
+        if let Some(mut open) = machine.open_attempt(now) {
+            // The request was sent; say how it ended even though no model verdict exists.
+            let (class, matched) = match stop {
+                Some(Stop::Deadline) => (FailureClass::UserAbort, "timeout"),
+                Some(_) => (FailureClass::UserAbort, "interrupted"),
+                None => (FailureClass::Unknown, "run ended"),
+            };
+            open.failure = Some(Classification {
+                class,
+                scope: Scope::Round,
+                status: None,
+                matched: matched.to_string(),
+                stated: None,
+            });
+            attempts.push(open);
+        }
+        Ended {
+            end,
+            attempts,
+            switches: machine.switches(),
+            tried: machine.tried(),
+            elapsed_ms: ms(now.instant.saturating_duration_since(start.instant)),
+            capacity_wait_ms: machine.capacity_wait_ms(now),
+            start_model: machine.start_model().map(str::to_string),
+            digests: Vec::new(),
+            content_hash: None,
+        }
+    }
+
+    /// The machine's options for the next job on this Pi.
+    fn options(&self, job: &JobRequest) -> Options {
+        Options {
             fresh_session: self.jobs > 0,
             start_model: self.start_model.clone(),
             thinking: job.thinking.level.clone(),
@@ -111,226 +275,10 @@ impl Session {
             // One slot id per job: a late answer about the last job's slot never touches this one's.
             // Only a single run's first request has the pre-request grace (README's promise).
             capacity: job.capacity.clone().map(|mut c| {
-                c.slot = format!("{}:{}", c.slot, self.jobs);
+                c.slot = c.slot.job(self.jobs);
                 c.pre_request_grace = !job.in_batch;
                 c
             }),
-        };
-        self.jobs += 1;
-        let mut machine = Machine::with_options(
-            start,
-            job.config.clone(),
-            health.snapshot(),
-            job.message.clone(),
-            job.images.clone(),
-            options,
-        );
-        let mut spend = SpendFeed::default();
-        let mut stopping: Option<(Stop, Instant)> = None;
-        if let Some(stop) = *stops.borrow() {
-            stopping = Some((stop, start.instant));
-            machine.handle_interrupt(start);
-        }
-        let mut stops_open = true;
-        let mut slot_events = health.slot_events();
-        let mut ticker = tokio::time::interval(STATUS_TICK);
-        let ended = 'run: loop {
-            spend.feed(&mut machine, spending);
-            while let Some(action) = machine.poll_action() {
-                match action {
-                    Action::Send { id, command } => {
-                        tracing::debug!(command = command.name(), id, "→ pi");
-                        if self.agent.send(&id, &command).await.is_err() {
-                            break 'run Loop::StdinGone;
-                        }
-                    }
-                    Action::Record { seq, delta } => {
-                        let now = clock::now().wall_ms;
-                        health.commit(seq, vec![delta], now, Some(replies_tx.clone()));
-                    }
-                    Action::ClaimProbe { target } => {
-                        health.claim(target, clock::now().wall_ms, replies_tx.clone());
-                    }
-                    Action::ReloadHealth => {
-                        health.reload(clock::now().wall_ms, replies_tx.clone());
-                    }
-                    Action::Capacity { id, op, reply } => {
-                        tracing::debug!(id, ?op, "capacity →");
-                        let reply = reply.then(|| replies_tx.clone());
-                        health.capacity(id, op, clock::now().wall_ms, reply);
-                    }
-                    Action::Spent { provider, cost } => {
-                        // News once per process: the ledger says each cap once.
-                        let crossed = spending.borrow_mut().add(&provider, cost);
-                        for c in crossed {
-                            status.clear();
-                            console.progress_line(&c.to_string());
-                        }
-                        spend.feed(&mut machine, spending);
-                    }
-                    Action::Progress { line, note } => {
-                        let shown = if job.in_batch {
-                            // A breaker change or a warning is news once, not once per job.
-                            note.shown_in_batch() && console.news(note, &line)
-                        } else {
-                            note.shown_in_run()
-                        };
-                        if shown || job.verbose > 0 {
-                            status.clear();
-                            let line = format!("{}{line}", job.label);
-                            if note == Note::Warning {
-                                console.error_line(&line);
-                            } else {
-                                console.progress_line(&line);
-                            }
-                        }
-                    }
-                    Action::Finish(outcome) => break 'run Loop::Machine(outcome),
-                }
-            }
-            let machine_deadline = machine.poll_deadline();
-            let settle_deadline = stopping.map(|(_, at)| at + STOP_SETTLE);
-            tokio::select! {
-                biased;
-                changed = stops.changed(), if stopping.is_none() && stops_open => {
-                    match changed {
-                        Ok(()) => {
-                            let stop = *stops.borrow();
-                            if let Some(stop) = stop {
-                                stopping = Some((stop, clock::now().instant));
-                                machine.handle_interrupt(clock::now());
-                            }
-                        }
-                        // No more stops can come; stop watching.
-                        Err(_) => stops_open = false,
-                    }
-                }
-                () = sleep_until(Some(job.deadline)), if stopping.is_none() => {
-                    stopping = Some((Stop::Deadline, clock::now().instant));
-                    machine.handle_interrupt(clock::now());
-                }
-                () = sleep_until(settle_deadline), if settle_deadline.is_some() => {
-                    break 'run Loop::Unsettled;
-                }
-                () = sleep_until(machine_deadline), if machine_deadline.is_some() => {
-                    spend.feed(&mut machine, spending);
-                    machine.handle_timeout(clock::now());
-                }
-                Some(reply) = replies.recv() => {
-                    // What other jobs spent meanwhile counts before anything starts.
-                    spend.feed(&mut machine, spending);
-                    match reply {
-                        Reply::Loaded { health } => {
-                            machine.handle_health_loaded(clock::now(), health);
-                        }
-                        Reply::Committed { seq, health: Some(merged) } => {
-                            machine.handle_health(seq, merged);
-                        }
-                        Reply::Committed { health: None, .. } => {}
-                        Reply::Probe { granted } => {
-                            machine.handle_probe_result(clock::now(), granted);
-                        }
-                        Reply::Reloaded { health } => {
-                            machine.handle_health_reloaded(clock::now(), health);
-                        }
-                        Reply::Capacity { id, reply } => {
-                            tracing::debug!(id, ?reply, "capacity ←");
-                            machine.handle_capacity(clock::now(), id, reply);
-                        }
-                    }
-                }
-                changed = slot_events.changed(), if machine.awaiting_slot() => {
-                    if changed.is_ok() {
-                        spend.feed(&mut machine, spending);
-                        machine.handle_slot_freed(clock::now());
-                    }
-                }
-                Some(warning) = self.warnings.recv() => {
-                    pi_warning(&warning, &job.label, console, status);
-                }
-                msg = self.agent.next() => match msg {
-                    Ok(Some(msg)) => {
-                        self.answered |= matches!(msg, crate::rpc::Incoming::Response(_));
-                        spend.feed(&mut machine, spending);
-                        machine.handle_incoming(clock::now(), msg);
-                    }
-                    Ok(None) => break 'run Loop::PiExited,
-                    Err(e) => break 'run Loop::Malformed(e.to_string()),
-                },
-                _ = ticker.tick(), if status.enabled() => {
-                    let elapsed = clock::now().instant.saturating_duration_since(start.instant);
-                    match machine.waiting_until() {
-                        None if machine.awaiting_slot() => status.show(&format!(
-                            "⏳ every candidate is at its capacity limit · waiting for a slot · {:.1}s",
-                            elapsed.as_secs_f64()
-                        )),
-                        Some(until) => status.show(&format!(
-                            "⏸ every candidate cooling down · resuming in {} · {:.1}s",
-                            crate::failover::reopen::human_ms(ms(
-                                until.saturating_duration_since(clock::now().instant)
-                            )),
-                            elapsed.as_secs_f64()
-                        )),
-                        None => status.show_run(
-                            machine.current().map(ModelInfo::key).as_deref(),
-                            machine.attempts().len() + 1,
-                            elapsed,
-                        ),
-                    }
-                }
-            }
-        };
-        status.clear();
-        // However the loop ended, a slot still held goes back (the machine's own endings have
-        // queued that already; Pi dying or a stop that never settled have not).
-        machine.abandon(clock::now());
-        while let Some(action) = machine.poll_action() {
-            if let Action::Capacity { id, op, .. } = action {
-                health.capacity(id, op, clock::now().wall_ms, None);
-            }
-        }
-        // Pi writes its start-up warnings before it answers on stdout, but on another pipe:
-        // let the stderr reader catch up, then pass on what is there.
-        for _ in 0..3 {
-            tokio::task::yield_now().await;
-        }
-        while let Ok(warning) = self.warnings.try_recv() {
-            pi_warning(&warning, &job.label, console, status);
-        }
-        if self.start_model.is_none() {
-            self.start_model = machine.start_model().map(str::to_string);
-            if !machine.registry().is_empty() {
-                health.note_listed(machine.registry().iter().map(ModelInfo::key).collect());
-            }
-        }
-        let stop = stopping.map(|(s, _)| s);
-        let end = self.end(ended, stop).await;
-        let mut attempts = machine.attempts().to_vec();
-        if let Some(mut open) = machine.open_attempt(clock::now()) {
-            // The request was sent; say how it ended even though no model verdict exists.
-            let (class, matched) = match stop {
-                Some(Stop::Deadline) => (FailureClass::UserAbort, "timeout"),
-                Some(_) => (FailureClass::UserAbort, "interrupted"),
-                None => (FailureClass::Unknown, "run ended"),
-            };
-            open.failure = Some(Classification {
-                class,
-                scope: Scope::Round,
-                status: None,
-                matched: matched.to_string(),
-            });
-            attempts.push(open);
-        }
-        Ended {
-            end,
-            attempts,
-            switches: machine.switches(),
-            tried: machine.tried(),
-            elapsed_ms: ms_since(start.instant),
-            capacity_wait_ms: machine.capacity_wait_ms(clock::now()),
-            start_model: machine.start_model().map(str::to_string),
-            digests: Vec::new(),
-            content_hash: None,
         }
     }
 
@@ -346,37 +294,20 @@ impl Session {
             return JobEnd::Stopped(stop);
         }
         match ended {
-            Loop::Machine(outcome) => match outcome {
-                // The runner's own keys never leave in an answer (stdout, `--json`, results).
-                Outcome::Answer { text, model } => JobEnd::Answered {
-                    text: crate::redact::mask_known_secrets(&text),
-                    model,
-                },
-                Outcome::Explained(e) => JobEnd::Explained(e),
-                Outcome::Exhausted {
-                    reason,
-                    last_error,
-                    retry,
-                    too_large,
-                } => JobEnd::Exhausted {
-                    reason,
-                    last_error,
-                    retry,
-                    too_large,
-                },
-                Outcome::EmptyAnswer => JobEnd::EmptyAnswer,
-                // Only after a stop, handled above; should one come without, it is a stop.
-                Outcome::Aborted => JobEnd::Stopped(Stop::Halt),
-                Outcome::Fatal(f) => JobEnd::Fatal(f),
-                Outcome::Setup(p) => JobEnd::Setup(p),
-                Outcome::OverBudget { why, last_error } => JobEnd::OverBudget { why, last_error },
-            },
+            // Only after a stop, handled above; should one come without, it is a stop.
+            Loop::Machine(Outcome::Aborted) => JobEnd::Stopped(Stop::Halt),
+            // The runner's own keys never leave in an answer (stdout, `--json`, results).
+            Loop::Machine(Outcome::Answer { text, model }) => JobEnd::Machine(Outcome::Answer {
+                text: crate::redact::mask_known_secrets(&text),
+                model,
+            }),
+            Loop::Machine(outcome) => JobEnd::Machine(outcome),
             Loop::Unsettled => JobEnd::Stopped(stop.unwrap_or(Stop::Halt)),
             Loop::Malformed(reason) => JobEnd::PiLost(self.loss(Some(reason)).await),
             Loop::PiExited | Loop::StdinGone => {
                 let loss = self.loss(None).await;
                 match self.unknown_start_model(&loss).await {
-                    Some(problem) => JobEnd::Setup(problem),
+                    Some(problem) => JobEnd::Machine(Outcome::Setup(problem)),
                     None => JobEnd::PiLost(loss),
                 }
             }
@@ -427,7 +358,7 @@ impl Session {
         let known = crate::registry::list_models(&self.pi_command, &args)
             .await
             .ok()?;
-        let keys: Vec<String> = known.iter().map(ModelInfo::key).collect();
+        let keys: Vec<String> = known.iter().map(|m| m.key().into()).collect();
         let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
         let mut shown: Vec<String> = crate::catalog::suggest::closest_models(&wanted, &refs, 5)
             .into_iter()
@@ -468,26 +399,6 @@ fn pi_warning(line: &str, label: &str, console: &Console, status: &mut StatusLin
     }
 }
 
-/// Keeps the machine's copy of the process's spend current: other jobs of a batch spend while
-/// this one awaits, and what they spent must count before this one starts anything. Fed before
-/// every machine input that can start an attempt, and after each `Action::Spent` is added, so
-/// the copy always holds every cost this machine reported (as `handle_spend` requires).
-#[derive(Default)]
-struct SpendFeed {
-    /// The ledger version the machine last saw.
-    seen: u64,
-}
-
-impl SpendFeed {
-    fn feed(&mut self, machine: &mut Machine, spending: &RefCell<Ledger>) {
-        let ledger = spending.borrow();
-        if ledger.version() != self.seen {
-            self.seen = ledger.version();
-            machine.handle_spend(clock::now(), ledger.spend().clone());
-        }
-    }
-}
-
 async fn sleep_until(t: Option<Instant>) {
     match t {
         Some(t) => tokio::time::sleep_until(t.into()).await,
@@ -497,6 +408,56 @@ async fn sleep_until(t: Option<Instant>) {
 
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// What woke the loop.
+enum Wake {
+    Input(Input),
+    Pi(crate::rpc::Incoming),
+    Stop(Stop),
+    Warning(String),
+    Tick,
+    Ended(Loop),
+}
+
+/// A progress line from the machine, shown as the mode wants it.
+fn progress(job: &JobRequest, console: &Console, status: &mut StatusLine, line: &str, note: Note) {
+    let shown = if job.in_batch {
+        // A breaker change or a warning is news once, not once per job.
+        note.shown_in_batch() && console.news(note, line)
+    } else {
+        note.shown_in_run()
+    };
+    if shown || job.verbose > 0 {
+        status.clear();
+        let line = format!("{}{line}", job.label);
+        if note == Note::Warning {
+            console.error_line(&line);
+        } else {
+            console.progress_line(&line);
+        }
+    }
+}
+
+/// The live status line: waiting for a slot, for a breaker, or running.
+fn show_status(machine: &Machine, status: &mut StatusLine, now: Now, start: Instant) {
+    let elapsed = now.instant.saturating_duration_since(start);
+    match machine.waiting_until() {
+        None if machine.awaiting_slot() => status.show(&format!(
+            "⏳ every candidate is at its capacity limit · waiting for a slot · {:.1}s",
+            elapsed.as_secs_f64()
+        )),
+        Some(until) => status.show(&format!(
+            "⏸ every candidate cooling down · resuming in {} · {:.1}s",
+            crate::failover::reopen::human_ms(ms(until.saturating_duration_since(now.instant))),
+            elapsed.as_secs_f64()
+        )),
+        None => status.show_run(
+            machine.current().map(ModelInfo::key).as_deref(),
+            machine.attempts().len() + 1,
+            elapsed,
+        ),
+    }
 }
 
 pub fn ms_since(t: Instant) -> u64 {

@@ -40,6 +40,7 @@ pub mod manage;
 pub mod news;
 pub mod output;
 pub mod pi_stderr;
+pub mod provider_list;
 pub mod reaper;
 pub mod redact;
 pub mod registry;
@@ -49,6 +50,7 @@ pub mod schema;
 mod secrets;
 pub mod served;
 pub mod settings;
+pub mod shared;
 pub mod signals;
 pub mod single;
 pub mod timefmt;
@@ -80,7 +82,7 @@ pub fn run(args: Vec<OsString>) -> Exit {
             console.error_line(&format!("usage: {} (see --help)", cli::USAGE));
             // `… --json | jq .exit_code` must read a record, not fail on an empty stdout.
             if cli::json_asked(&args) {
-                let _ = output::print_record(&output::Record::failed(Exit::Error, &e.0));
+                let _ = output::print_record(&output::ResultRecord::failed(Exit::Error, &e.0));
             }
             return Exit::Error;
         }
@@ -93,7 +95,7 @@ pub fn run(args: Vec<OsString>) -> Exit {
             let message = format!("{err:#}");
             console.error_line(&message);
             if inv.json && matches!(inv.mode, cli::Mode::Run | cli::Mode::Explain) {
-                let _ = output::print_record(&output::Record::failed(Exit::Error, &message));
+                let _ = output::print_record(&output::ResultRecord::failed(Exit::Error, &message));
             }
             Exit::Error
         }
@@ -165,13 +167,13 @@ fn fallible(inv: &cli::Invocation, console: &console::Console) -> anyhow::Result
         (cli::Mode::Run | cli::Mode::Explain, Some(prepared)) => {
             let signals =
                 signals::install(groups.clone()).context("cannot install signal handlers")?;
-            let health = health_for(&settings, console)?;
+            let shared = shared_for(&settings, inv, console)?;
             let run = single::Run {
                 inv,
                 settings: &settings,
                 started,
                 deadline,
-                health: &health,
+                shared: &shared,
                 console,
                 groups: &groups,
                 schema,
@@ -179,8 +181,8 @@ fn fallible(inv: &cli::Invocation, console: &console::Console) -> anyhow::Result
             Ok(runtime.block_on(run.go(prepared, signals)))
         }
         (cli::Mode::Batch(args), _) => {
-            let health = health_for(&settings, console)?;
-            runtime.block_on(batch::run(inv, args, &settings, health, console, &groups))
+            let shared = shared_for(&settings, inv, console)?;
+            runtime.block_on(batch::run(inv, args, &settings, shared, console, &groups))
         }
         // Management commands keep the default signal actions: nothing to clean up but a
         // short-lived Pi, which exits when our end of its stdin closes.
@@ -191,27 +193,30 @@ fn fallible(inv: &cli::Invocation, console: &console::Console) -> anyhow::Result
     }
 }
 
-/// The health thread over the state file when there is an agent dir, over process memory
-/// otherwise.
-fn health_for(
+/// What the jobs of this process share: the health thread over the state file when there is
+/// an agent dir (over process memory otherwise), capacity slots, and the spend ledger against
+/// `--max-cost`.
+fn shared_for(
     settings: &settings::Settings,
+    inv: &cli::Invocation,
     console: &console::Console,
-) -> anyhow::Result<health::service::HealthHandle> {
+) -> anyhow::Result<shared::SharedHandle> {
     if settings.agent_dir.is_none() && settings.health_url.is_none() {
         console.error_line(
             "warning: no agent directory (set PI_CODING_AGENT_DIR or HOME); health is not shared",
         );
     }
     let store = health::store::open(settings, IN_RUN_LOCK_WAIT).map_err(anyhow::Error::msg)?;
-    // The same store again, for capacity slots (see `HealthHandle::start`).
+    // The same store again, for capacity slots (see `SharedHandle::start`).
     let capacity_store = health::store::open(settings, IN_RUN_LOCK_WAIT).ok();
     // The run log stays a local file, whatever the store.
     let log = settings.agent_dir.as_deref().map(runlog::RunLog::new);
     let warn = console.clone();
-    health::service::HealthHandle::start(
+    shared::SharedHandle::start(
         store,
         capacity_store,
         settings.cooldown_scale,
+        inv.budget.clone(),
         log,
         Box::new(move |line: &str| warn.error_line(line)),
     )

@@ -40,7 +40,7 @@ pub enum Line<'a> {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
+enum ReadState {
     /// Collecting a line in `buf`.
     Reading,
     /// `buf` holds a line handed to the caller; the next call starts afresh.
@@ -51,7 +51,7 @@ enum State {
 
 /// What a scan of the reader's bytes found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Found {
+enum Scan {
     Whole,
     TooLong,
     Unterminated,
@@ -63,7 +63,7 @@ enum Found {
 pub struct LineReader {
     max: usize,
     buf: Vec<u8>,
-    state: State,
+    state: ReadState,
 }
 
 impl LineReader {
@@ -71,7 +71,7 @@ impl LineReader {
         LineReader {
             max,
             buf: Vec::new(),
-            state: State::Reading,
+            state: ReadState::Reading,
         }
     }
 
@@ -133,35 +133,35 @@ impl LineReader {
     /// Forgets the line handed out by the previous call.
     fn begin(&mut self) {
         match self.state {
-            State::Handed => {
+            ReadState::Handed => {
                 self.buf.clear();
                 self.buf.shrink_to(RETAIN);
-                self.state = State::Reading;
+                self.state = ReadState::Reading;
             }
-            State::Skipping => self.buf.clear(),
-            State::Reading => {}
+            ReadState::Skipping => self.buf.clear(),
+            ReadState::Reading => {}
         }
     }
 
-    fn at_end(&mut self) -> Found {
+    fn at_end(&mut self) -> Scan {
         match self.state {
-            State::Reading if !self.buf.is_empty() => Found::Unterminated,
+            ReadState::Reading if !self.buf.is_empty() => Scan::Unterminated,
             _ => {
                 // An over-long last line was reported already.
-                self.state = State::Reading;
-                Found::End
+                self.state = ReadState::Reading;
+                Scan::End
             }
         }
     }
 
     /// Takes bytes of `chunk` into the current line. Returns how many bytes were used, and
     /// what was found once a line is complete or known to be too long.
-    fn scan(&mut self, chunk: &[u8]) -> (usize, Option<Found>) {
+    fn scan(&mut self, chunk: &[u8]) -> (usize, Option<Scan>) {
         let newline = chunk.iter().position(|&b| b == b'\n');
-        if self.state == State::Skipping {
+        if self.state == ReadState::Skipping {
             return match newline {
                 Some(i) => {
-                    self.state = State::Reading;
+                    self.state = ReadState::Reading;
                     (i + 1, None)
                 }
                 None => (chunk.len(), None),
@@ -172,7 +172,7 @@ impl LineReader {
         if end <= room {
             self.push(&chunk[..end]);
             return match newline {
-                Some(_) => (end + 1, Some(Found::Whole)),
+                Some(_) => (end + 1, Some(Scan::Whole)),
                 None => (end, None),
             };
         }
@@ -182,8 +182,8 @@ impl LineReader {
         self.push(&chunk[..keep]);
         self.buf.truncate(self.prefix_len());
         self.buf.shrink_to(RETAIN);
-        self.state = State::Skipping;
-        (room + 1, Some(Found::TooLong))
+        self.state = ReadState::Skipping;
+        (room + 1, Some(Scan::TooLong))
     }
 
     fn prefix_len(&self) -> usize {
@@ -206,17 +206,17 @@ impl LineReader {
         self.buf.extend_from_slice(bytes);
     }
 
-    fn hand_out(&mut self, found: Found) -> Option<Line<'_>> {
+    fn hand_out(&mut self, found: Scan) -> Option<Line<'_>> {
         let strip_cr = |b: &[u8]| -> usize { b.len() - usize::from(b.ends_with(b"\r")) };
         match found {
-            Found::End => None,
-            Found::TooLong => Some(Line::TooLong { prefix: &self.buf }),
-            Found::Whole => {
-                self.state = State::Handed;
+            Scan::End => None,
+            Scan::TooLong => Some(Line::TooLong { prefix: &self.buf }),
+            Scan::Whole => {
+                self.state = ReadState::Handed;
                 Some(Line::Whole(&self.buf[..strip_cr(&self.buf)]))
             }
-            Found::Unterminated => {
-                self.state = State::Handed;
+            Scan::Unterminated => {
+                self.state = ReadState::Handed;
                 Some(Line::Unterminated(&self.buf[..strip_cr(&self.buf)]))
             }
         }

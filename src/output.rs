@@ -10,12 +10,13 @@ use std::io::{self, Write};
 use serde_json::{Value, json};
 
 use crate::exit::Exit;
+use crate::failover::Outcome;
 use crate::failover::explain::Explanation;
 use crate::failover::reopen::RetryHint;
 use crate::failover::reopen::human_ms;
 use crate::job::{Ended, JobEnd, PiLoss, Stop, Unprepared};
 use crate::signals::Interrupt;
-pub use record::{JobFields, Record, Warning};
+pub use record::{JobFields, ResultRecord, Warning};
 
 /// Prints the final answer: trimmed, one trailing newline; on a terminal without the escape
 /// sequences and control characters a model could use to act on it (`answer::for_terminal`).
@@ -57,19 +58,19 @@ pub fn stdout_text_strict(text: &str) -> io::Result<()> {
 /// The exit code a job's ending means (the table is `exit.rs`'s).
 pub fn exit_of(end: &JobEnd) -> Exit {
     match end {
-        JobEnd::Answered { .. } => Exit::Success,
-        JobEnd::Explained(e) if e.candidates.is_empty() => Exit::Exhausted,
-        JobEnd::Explained(_) => Exit::Success,
-        JobEnd::Exhausted { .. } => Exit::Exhausted,
-        JobEnd::OverBudget { .. } => Exit::OverBudget,
+        JobEnd::Machine(Outcome::Answer { .. }) => Exit::Success,
+        JobEnd::Machine(Outcome::Explained(e)) if e.candidates.is_empty() => Exit::Exhausted,
+        JobEnd::Machine(Outcome::Explained(_)) => Exit::Success,
+        JobEnd::Machine(Outcome::Exhausted { .. }) => Exit::Exhausted,
+        JobEnd::Machine(Outcome::OverBudget { .. }) => Exit::OverBudget,
         JobEnd::Stopped(Stop::Signal(sig)) => sig.exit(),
         JobEnd::Stopped(Stop::Deadline) => Exit::Timeout,
         // A batch stopping for a setup problem: the job records nothing; as a signal would.
-        JobEnd::Stopped(Stop::Halt) => Exit::Terminated,
+        JobEnd::Stopped(Stop::Halt) | JobEnd::Machine(Outcome::Aborted) => Exit::Terminated,
         JobEnd::Unprepared(Unprepared::Deadline { .. }) => Exit::Timeout,
-        JobEnd::EmptyAnswer
-        | JobEnd::Setup(_)
-        | JobEnd::Fatal(_)
+        JobEnd::Machine(Outcome::EmptyAnswer)
+        | JobEnd::Machine(Outcome::Setup(_))
+        | JobEnd::Machine(Outcome::Fatal(_))
         | JobEnd::PiLost(_)
         | JobEnd::NotStarted(_)
         | JobEnd::InvalidLine(_)
@@ -80,7 +81,7 @@ pub fn exit_of(end: &JobEnd) -> Exit {
 /// The retry hint of an exhausted job.
 pub fn retry_of(end: &JobEnd) -> Option<&RetryHint> {
     match end {
-        JobEnd::Exhausted { retry, .. } => Some(retry),
+        JobEnd::Machine(Outcome::Exhausted { retry, .. }) => Some(retry),
         _ => None,
     }
 }
@@ -95,13 +96,15 @@ pub fn end_message(ended: &Ended) -> Option<String> {
         }
     };
     Some(match &ended.end {
-        JobEnd::Answered { .. } | JobEnd::Explained(_) => return None,
-        JobEnd::Exhausted {
+        JobEnd::Machine(Outcome::Answer { .. }) | JobEnd::Machine(Outcome::Explained(_)) => {
+            return None;
+        }
+        JobEnd::Machine(Outcome::Exhausted {
             reason,
             last_error,
             too_large,
             ..
-        } => {
+        }) => {
             // Said plainly: the nightly log names such a job every night.
             let reason = if *too_large {
                 "the request is too large for every model in scope (no context window takes it)"
@@ -117,7 +120,7 @@ pub fn end_message(ended: &Ended) -> Option<String> {
                 None => format!("failover exhausted: {reason}; {}", tried(&ended.tried)),
             }
         }
-        JobEnd::OverBudget { why, last_error } => {
+        JobEnd::Machine(Outcome::OverBudget { why, last_error }) => {
             let last = last_error
                 .as_ref()
                 .map(|e| format!("; last error: {e}"))
@@ -127,20 +130,22 @@ pub fn end_message(ended: &Ended) -> Option<String> {
                 tried(&ended.tried)
             )
         }
-        JobEnd::EmptyAnswer if ended.tried.len() > 1 => format!(
+        JobEnd::Machine(Outcome::EmptyAnswer) if ended.tried.len() > 1 => format!(
             "Pi returned an empty answer and no other model was left; {}",
             tried(&ended.tried)
         ),
-        JobEnd::EmptyAnswer => "Pi returned an empty answer".to_string(),
+        JobEnd::Machine(Outcome::EmptyAnswer) => "Pi returned an empty answer".to_string(),
         JobEnd::Stopped(Stop::Signal(Interrupt::Int)) => "interrupted (SIGINT)".to_string(),
         JobEnd::Stopped(Stop::Signal(Interrupt::Term)) => "terminated (SIGTERM)".to_string(),
         JobEnd::Stopped(Stop::Signal(Interrupt::Hup)) => "terminated (SIGHUP)".to_string(),
         JobEnd::Stopped(Stop::Deadline) => {
             format!("timed out after {} ms (--timeout-ms)", ended.elapsed_ms)
         }
-        JobEnd::Stopped(Stop::Halt) => "the batch stopped".to_string(),
-        JobEnd::Setup(problem) => problem.to_string(),
-        JobEnd::Fatal(fatal) => fatal.to_string(),
+        JobEnd::Stopped(Stop::Halt) | JobEnd::Machine(Outcome::Aborted) => {
+            "the batch stopped".to_string()
+        }
+        JobEnd::Machine(Outcome::Setup(problem)) => problem.to_string(),
+        JobEnd::Machine(Outcome::Fatal(fatal)) => fatal.to_string(),
         JobEnd::PiLost(loss) => pi_loss(loss),
         JobEnd::NotStarted(e) => e.to_string(),
         JobEnd::Unprepared(Unprepared::Attachment { error, .. }) => error.to_string(),
@@ -201,8 +206,8 @@ fn pi_loss(loss: &PiLoss) -> String {
 }
 
 /// The result record of how a job ended (see [`record`]), with its warnings.
-pub fn record_of(ended: &Ended, warnings: Vec<Warning>) -> Record {
-    Record::of(
+pub fn record_of(ended: &Ended, warnings: Vec<Warning>) -> ResultRecord {
+    ResultRecord::of(
         ended,
         exit_of(&ended.end),
         end_message(ended),
@@ -212,7 +217,7 @@ pub fn record_of(ended: &Ended, warnings: Vec<Warning>) -> Record {
 }
 
 /// Prints a result record (`--json`) on stdout; a broken pipe is swallowed.
-pub fn print_record(record: &Record) -> io::Result<()> {
+pub fn print_record(record: &ResultRecord) -> io::Result<()> {
     stdout_text(&record.line())
 }
 
@@ -332,4 +337,55 @@ pub fn explanation_text(e: &Explanation, thinking_source: &str, attachments: &In
     }
     out.push_str("\nnothing was sent to any provider\n");
     out
+}
+
+/// A batch job's line on stderr: `doc-1: ok (zai/glm, 812 ms, worker 0)`, or for one that did
+/// not answer `doc-1 (input line 3): exit 1: <why>; retry: <hint>`.
+pub fn job_note(label: &str, number: u64, ended: &Ended, worker: usize) -> String {
+    if let JobEnd::Machine(Outcome::Answer { model, .. }) = &ended.end {
+        return format!(
+            "{label}: ok ({}, {} ms, worker {worker})",
+            model.key(),
+            ended.elapsed_ms
+        );
+    }
+    let who = format!("{label} (input line {number})");
+    let code = exit_of(&ended.end).code();
+    match end_message(ended) {
+        Some(e) => {
+            let retry = retry_of(&ended.end)
+                .map(|r| format!("; retry: {}", r.reason))
+                .unwrap_or_default();
+            format!("{who}: exit {code}: {e}{retry}")
+        }
+        None => format!("{who}: exit {code}"),
+    }
+}
+
+/// A batch line that is not a job, on stderr (`label`: its id, when it has a usable one).
+pub fn invalid_line_note(label: Option<&str>, number: u64, reason: &str) -> String {
+    match label {
+        Some(id) => format!("{id} (input line {number}): exit 2: {reason}"),
+        None => format!("input line {number}: exit 2: {reason}"),
+    }
+}
+
+/// A batch job's Pi died mid-job and is started again for one retry.
+pub fn pi_restarted_line(label: &str) -> String {
+    format!("{label}Pi was lost; restarting it and retrying the job")
+}
+
+/// The one line of a batch stopped by a setup problem (how the job that found it ended).
+pub fn batch_stopped_line(ended: &Ended) -> String {
+    let why = end_message(ended).unwrap_or_else(|| "setup failed".to_string());
+    format!("batch stopped: {why}")
+}
+
+/// The line of a batch stopped by a signal: its jobs in flight record nothing.
+pub fn batch_interrupted_line(sig: Interrupt) -> &'static str {
+    match sig {
+        Interrupt::Int => "interrupted (SIGINT); unfinished jobs were not recorded",
+        Interrupt::Term => "terminated (SIGTERM); unfinished jobs were not recorded",
+        Interrupt::Hup => "terminated (SIGHUP); unfinished jobs were not recorded",
+    }
 }

@@ -25,12 +25,14 @@
 //! SIGINT and SIGHUP sent to the reaper itself are passed on to Pi's group.
 
 use std::ffi::OsString;
-use std::os::fd::{FromRawFd as _, RawFd};
+use std::os::fd::{FromRawFd as _, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt as _;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
 
 /// The argument that selects the reaper (first after the program name). Never a user flag.
 pub const FLAG: &str = "--pi-reaper";
@@ -139,16 +141,16 @@ pub fn run(args: &[OsString]) -> ! {
     let Some((program, pi_args)) = split_args(args) else {
         fail("--pi-reaper is internal to pi-ccswitch-run and takes `-- PROGRAM ARGS…`");
     };
-    if !is_pipe(LIFELINE_FD) || !is_pipe(STATUS_FD) {
+    let (Some(lifeline), Some(status)) = (inherited_pipe(LIFELINE_FD), inherited_pipe(STATUS_FD))
+    else {
         fail("--pi-reaper is internal to pi-ccswitch-run (it needs the runner's pipes)");
-    }
-    set_cloexec(LIFELINE_FD);
-    set_cloexec(STATUS_FD);
+    };
     become_subreaper();
-    let wake = Wake::install();
+    let wake = Alarm::install(lifeline);
     let mut pi = Command::new(program);
     pi.args(pi_args).process_group(0);
-    // SAFETY: only async-signal-safe calls (prctl, getppid) between fork and exec.
+    // SAFETY: pre_exec itself is the unsafe part (the closure runs between fork and exec); it
+    // makes one async-signal-safe system call (prctl) and allocates nothing.
     unsafe {
         pi.pre_exec(|| {
             die_with_parent();
@@ -158,24 +160,51 @@ pub fn run(args: &[OsString]) -> ! {
     let child = match pi.spawn() {
         Ok(c) => c,
         Err(e) => {
-            report(&encode_status(Err(e.raw_os_error().unwrap_or(libc::EIO))));
+            report(
+                status,
+                &encode_status(Err(e.raw_os_error().unwrap_or(libc::EIO))),
+            );
             std::process::exit(127);
         }
     };
-    let pid = i32::try_from(child.id()).unwrap_or(0);
+    // A pid that does not fit a pid_t is no group to signal (never 0, this process's own):
+    // say so, stop the child, and go.
+    let Some(pid) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) else {
+        report(status, &encode_status(Err(libc::EOVERFLOW)));
+        let mut child = child;
+        let _ = child.kill();
+        let _ = child.wait();
+        std::process::exit(127);
+    };
     // The child is reaped with waitpid below, not through `Child`.
     drop(child);
-    report(&encode_status(Ok(u32::try_from(pid).unwrap_or(0))));
+    test_report_delay();
+    report(status, &encode_status(Ok(pid.as_raw_pid().unsigned_abs())));
     // Only Pi holds its pipes now: the runner sees their end when Pi's ends.
     let _ = release_standard_streams();
     let status = watch(pid, &wake);
-    // SAFETY: killpg only sends a signal; Pi's group is still ours to end (its leftovers keep
-    // the group id from being reused until they are gone).
-    unsafe {
-        libc::killpg(pid, libc::SIGKILL);
-    }
+    // Pi's group is still ours to end (its leftovers keep the group id from being reused until
+    // they are gone).
+    let _ = rustix::process::kill_process_group(pid, Signal::KILL);
     sweep();
     exit_as(status)
+}
+
+/// For tests only: `CCSWITCH_TEST_REAPER_DELAY_MS` holds the report back that long, as a
+/// loaded machine may (the runner must keep serving other jobs meanwhile). Read here, not in
+/// `settings`: the reaper is a process of its own, started before any settings exist.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a test knob of the reaper process, which has no settings"
+)]
+fn test_report_delay() {
+    let ms = std::env::var("CCSWITCH_TEST_REAPER_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    if ms > 0 {
+        std::thread::sleep(Duration::from_millis(ms.min(30_000)));
+    }
 }
 
 /// `-- PROGRAM ARGS…` after the flag.
@@ -191,144 +220,119 @@ fn fail(message: &str) -> ! {
     std::process::exit(2)
 }
 
-fn is_pipe(fd: RawFd) -> bool {
-    // SAFETY: fstat into a zeroed struct of the right type; an invalid fd is an error return.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    (unsafe { libc::fstat(fd, &raw mut st) }) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFIFO
-}
-
-fn set_cloexec(fd: RawFd) {
-    // SAFETY: fcntl on a descriptor this process owns.
-    unsafe {
-        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+/// Takes ownership of a pipe the runner placed at `fd` by protocol (close-on-exec from here:
+/// Pi must not hold it); `None` when `fd` is not a pipe.
+fn inherited_pipe(fd: RawFd) -> Option<OwnedFd> {
+    use rustix::fs::{FileType, fstat};
+    // SAFETY: a number inherited by protocol, borrowed for this one call (a number that is not
+    // open makes fstat fail with EBADF); no safe call turns an inherited number into a handle.
+    let st = fstat(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }).ok()?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::Fifo {
+        return None;
     }
+    // SAFETY: open and a pipe (checked above), placed at this number by the runner for this
+    // process alone: nothing else here owns it.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    rustix::io::fcntl_setfd(&owned, rustix::io::FdFlags::CLOEXEC).ok()?;
+    Some(owned)
 }
 
 /// Orphans anywhere below become our children (Linux); elsewhere the reaper still ends Pi's
 /// group when the runner dies.
 fn become_subreaper() {
     #[cfg(target_os = "linux")]
-    // SAFETY: prctl with integer arguments.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    }
+    let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
 }
 
 /// Pi dies with the reaper, whatever kills it (Linux; elsewhere the lifeline suffices).
 fn die_with_parent() {
     #[cfg(target_os = "linux")]
-    // SAFETY: prctl with integer arguments; async-signal-safe.
-    unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-    }
+    let _ = rustix::process::set_parent_process_death_signal(Some(Signal::KILL));
 }
 
-fn report(message: &str) {
-    let bytes = message.as_bytes();
-    // SAFETY: write from a valid buffer to our status descriptor, which is then closed.
-    unsafe {
-        libc::write(STATUS_FD, bytes.as_ptr().cast(), bytes.len());
-        libc::close(STATUS_FD);
-    }
+/// Writes the one report on the status pipe, which is then closed.
+fn report(status: OwnedFd, message: &str) {
+    let _ = rustix::io::write(&status, message.as_bytes());
 }
 
 /// Puts `/dev/null` on fds 0–2, so Pi alone holds its pipes.
 fn release_standard_streams() -> std::io::Result<()> {
-    use std::os::fd::AsRawFd as _;
     let null = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/null")?;
-    for fd in 0..=2 {
-        // SAFETY: dup2 of a valid descriptor onto a standard stream number.
-        unsafe {
-            libc::dup2(null.as_raw_fd(), fd);
-        }
-    }
+    rustix::stdio::dup2_stdin(&null)?;
+    rustix::stdio::dup2_stdout(&null)?;
+    rustix::stdio::dup2_stderr(&null)?;
     Ok(())
 }
 
 /// Why the reaper woke up: a child changed state or a signal came (the pipe), or the
 /// lifeline ended.
-struct Wake {
-    pipe: RawFd,
+struct Alarm {
+    lifeline: OwnedFd,
+    /// The read end of the pipe every watched signal writes to (absent if it could not be
+    /// made: then the reaper wakes once a second).
+    pipe: Option<OwnedFd>,
     terminate: Arc<AtomicBool>,
 }
 
-impl Wake {
-    fn install() -> Wake {
-        let mut fds = [-1; 2];
-        // SAFETY: pipe2 into a two-element array.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
-            fds = [-1, -1];
-        }
+impl Alarm {
+    fn install(lifeline: OwnedFd) -> Alarm {
+        use rustix::pipe::{PipeFlags, pipe_with};
+        let pipe = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK).ok();
         let terminate = Arc::new(AtomicBool::new(false));
-        for sig in [libc::SIGCHLD, libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-            // One descriptor of the pipe's write end per signal (each registration owns one).
-            // SAFETY: fcntl duplicates a descriptor we own; a failure returns -1, skipped.
-            let fd = unsafe { libc::fcntl(fds[1], libc::F_DUPFD_CLOEXEC, 0) };
-            if fd >= 0 {
-                // SAFETY: a fresh descriptor from fcntl, owned by the registration from here.
-                let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
-                let _ = signal_hook::low_level::pipe::register_raw(sig, owned);
+        if let Some((_, write)) = &pipe {
+            for sig in [libc::SIGCHLD, libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+                // One descriptor of the pipe's write end per signal (each registration owns one).
+                if let Ok(owned) = rustix::io::fcntl_dupfd_cloexec(write, 0) {
+                    let _ = signal_hook::low_level::pipe::register_raw(sig, owned);
+                }
             }
         }
         for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
             let _ = signal_hook::flag::register(sig, Arc::clone(&terminate));
         }
-        Wake {
-            pipe: fds[0],
+        Alarm {
+            lifeline,
+            pipe: pipe.map(|(read, _)| read),
             terminate,
         }
     }
 
     /// Waits until something may have happened (at most `limit`); true when the lifeline ended.
     fn wait(&self, limit: Duration) -> bool {
-        let mut fds = [
-            libc::pollfd {
-                fd: LIFELINE_FD,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: self.pipe,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        let ms = i32::try_from(limit.as_millis()).unwrap_or(i32::MAX);
-        // SAFETY: poll over a valid array of two pollfds.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
-        if n > 0 && fds[1].revents != 0 {
-            let mut sink = [0u8; 64];
-            // SAFETY: read into a local buffer from our own non-blocking pipe.
-            while unsafe { libc::read(self.pipe, sink.as_mut_ptr().cast(), sink.len()) } > 0 {}
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        let timeout = Timespec::try_from(limit).ok();
+        let mut fds = vec![PollFd::new(&self.lifeline, PollFlags::IN)];
+        if let Some(pipe) = &self.pipe {
+            fds.push(PollFd::new(pipe, PollFlags::IN));
         }
-        // Nothing is ever written on the lifeline: readable means its end.
-        n > 0 && fds[0].revents != 0
+        let n = poll(&mut fds, timeout.as_ref()).unwrap_or(0);
+        // Nothing is ever written on the lifeline: readable (or hung up) means its end.
+        let ended = n > 0 && !fds[0].revents().is_empty();
+        if n > 0
+            && fds.get(1).is_some_and(|f| !f.revents().is_empty())
+            && let Some(pipe) = &self.pipe
+        {
+            let mut sink = [0u8; 64];
+            while rustix::io::read(pipe, &mut sink).is_ok_and(|got| got > 0) {}
+        }
+        ended
     }
 }
 
 /// Waits for Pi to exit (its wait status) or for the lifeline to end (`None`), reaping any
 /// re-parented orphan on the way and passing termination signals on to Pi's group.
-fn watch(pi: i32, wake: &Wake) -> Option<i32> {
+fn watch(pi: Pid, wake: &Alarm) -> Option<WaitStatus> {
     loop {
-        loop {
-            let mut status = 0;
-            // SAFETY: waitpid into a local status; WNOHANG never blocks.
-            let reaped = unsafe { libc::waitpid(-1, &raw mut status, libc::WNOHANG) };
+        while let Ok(Some((reaped, status))) = rustix::process::wait(WaitOptions::NOHANG) {
             if reaped == pi {
                 return Some(status);
             }
-            if reaped <= 0 {
-                break;
-            }
         }
         if wake.terminate.swap(false, Ordering::Relaxed) {
-            // SAFETY: killpg only sends a signal.
-            unsafe {
-                libc::killpg(pi, libc::SIGTERM);
-            }
+            let _ = rustix::process::kill_process_group(pi, Signal::TERM);
         }
         if wake.wait(Duration::from_secs(1)) {
             return None;
@@ -343,26 +347,17 @@ fn sweep() {
     let started = crate::clock::now().instant;
     loop {
         let children = children_of(me);
-        // Reap what already died; the loop ends when no child is left at all.
+        // Reap what already died; the loop ends when no child is left at all (ECHILD).
         loop {
-            let mut status = 0;
-            // SAFETY: waitpid into a local status; WNOHANG never blocks.
-            if unsafe { libc::waitpid(-1, &raw mut status, libc::WNOHANG) } <= 0 {
-                break;
+            match rustix::process::wait(WaitOptions::NOHANG) {
+                Ok(Some(_)) => continue,
+                Ok(None) => break,
+                Err(_) if children.is_empty() => return,
+                Err(_) => break,
             }
         }
-        if children.is_empty() {
-            // SAFETY: a probe: is any child left at all (ECHILD when none)?
-            let any = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
-            if any < 0 {
-                return;
-            }
-        }
-        for pid in children {
-            // SAFETY: kill only sends a signal, to our own child.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-            }
+        for pid in children.into_iter().filter_map(Pid::from_raw) {
+            let _ = rustix::process::kill_process(pid, Signal::KILL);
         }
         if crate::clock::now()
             .instant
@@ -399,20 +394,16 @@ pub fn parent_in_stat(stat: &str) -> Option<u32> {
 }
 
 /// Ends the reaper the way Pi ended: its exit code, or its signal raised again.
-fn exit_as(status: Option<i32>) -> ! {
+fn exit_as(status: Option<WaitStatus>) -> ! {
     let Some(status) = status else {
         std::process::exit(137)
     };
-    if libc::WIFEXITED(status) {
-        std::process::exit(libc::WEXITSTATUS(status));
+    if let Some(code) = status.exit_status() {
+        std::process::exit(code);
     }
-    if libc::WIFSIGNALED(status) {
-        let sig = libc::WTERMSIG(status);
-        // SAFETY: restoring the default action and raising the same signal on ourselves.
-        unsafe {
-            libc::signal(sig, libc::SIG_DFL);
-            libc::raise(sig);
-        }
+    if let Some(sig) = status.terminating_signal() {
+        // The default action of that signal, on ourselves (ends the process).
+        let _ = signal_hook::low_level::emulate_default_handler(sig);
         std::process::exit(128 + sig);
     }
     std::process::exit(1)

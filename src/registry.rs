@@ -65,8 +65,9 @@ async fn ask(
     want_state: bool,
 ) -> Result<(Vec<ModelInfo>, Option<ModelInfo>), ListError> {
     // A short-lived Pi of its own: the hard exit of a second Ctrl-C need not know it.
-    let mut agent =
-        Agent::spawn(pi, pi_args, &crate::agent::PiGroups::new()).map_err(ListError::Spawn)?;
+    let mut agent = Agent::spawn(pi, pi_args, &crate::agent::PiGroups::new())
+        .await
+        .map_err(ListError::Spawn)?;
     let result = tokio::time::timeout(LIST_TIMEOUT, async {
         if want_state {
             agent

@@ -34,7 +34,7 @@ impl Origins {
     /// The warnings of a run that ended as `ended`.
     pub fn warnings(&self, ended: &Ended) -> Vec<Warning> {
         let start = ended.start_model.as_deref();
-        let used: Vec<String> = ended.attempts.iter().map(|a| a.model.clone()).collect();
+        let used: Vec<String> = ended.attempts.iter().map(|a| a.model.to_string()).collect();
         let named = Named {
             start,
             start_chosen: self.start_flag

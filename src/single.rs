@@ -9,12 +9,13 @@ use crate::cli::{Invocation, Mode};
 use crate::console::Console;
 use crate::driver::Session;
 use crate::exit::Exit;
+use crate::failover::Outcome;
 use crate::failover::explain::Explanation;
-use crate::health::service::HealthHandle;
 use crate::job::{self, Ended, JobEnd, JobRequest, Stop, ThinkingSource};
 use crate::manage::capacity_status::{CapacityRow, capacity_json, capacity_rows, capacity_text};
 use crate::output;
 use crate::settings::Settings;
+use crate::shared::SharedHandle;
 use crate::signals::Interrupt;
 
 /// The longest the end of a run waits for shared health to be written.
@@ -28,7 +29,8 @@ pub struct Run<'a> {
     /// `elapsed_ms` it reports).
     pub started: std::time::Instant,
     pub deadline: std::time::Instant,
-    pub health: &'a HealthHandle,
+    /// Health, capacity slots and the spend ledger.
+    pub shared: &'a SharedHandle,
     pub console: &'a Console,
     pub groups: &'a PiGroups,
     /// `--output-schema`, loaded.
@@ -75,7 +77,7 @@ impl Run<'_> {
         let origins = crate::served::Origins::load(self.settings, inv);
         let mut stops = stops_from(signals);
         let mut session =
-            match Session::start(&self.settings.pi_command, &inv.pi_args(), self.groups) {
+            match Session::start(&self.settings.pi_command, &inv.pi_args(), self.groups).await {
                 Ok(s) => s,
                 Err(e) => {
                     let ended = Ended::bare(JobEnd::NotStarted(e));
@@ -92,21 +94,13 @@ impl Run<'_> {
                 }
             };
         let mut status = self.console.status_line();
-        let spending = std::cell::RefCell::new(crate::budget::Ledger::new(inv.budget.clone()));
         let mut ended = session
-            .run(
-                &request,
-                self.health,
-                &spending,
-                &mut stops,
-                self.console,
-                &mut status,
-            )
+            .run(&request, self.shared, &mut stops, self.console, &mut status)
             .await;
         // The answer first: stopping Pi and writing shared health afterwards must never delay it.
         ended.elapsed_ms = crate::driver::ms_since(self.started);
         let capacity = match &ended.end {
-            JobEnd::Explained(e) => self.capacity_of(e).await,
+            JobEnd::Machine(Outcome::Explained(e)) => self.capacity_of(e).await,
             _ => Vec::new(),
         };
         let warnings = origins.map(|o| o.warnings(&ended)).unwrap_or_default();
@@ -123,7 +117,7 @@ impl Run<'_> {
         session.stop().await;
         // What was not written by the deadline (or within a moment) is lost, as when the store
         // is down: the exit never waits on a slow store.
-        self.health
+        self.shared
             .flush_within(job::left(self.deadline).min(FLUSH_LIMIT))
             .await;
         exit
@@ -135,10 +129,10 @@ impl Run<'_> {
     async fn capacity_of(&self, e: &Explanation) -> Vec<CapacityRow> {
         let now = crate::clock::now().wall_ms;
         let limit = job::left(self.deadline).min(std::time::Duration::from_millis(1000));
-        let records = self.health.load_capacity(now, limit).await;
+        let records = self.shared.load_capacity(now, limit).await;
         let mut providers: Vec<&str> = std::iter::once(e.start_model.as_str())
             .chain(e.candidates.iter().map(|c| c.model.as_str()))
-            .map(|k| k.split_once('/').map_or(k, |(p, _)| p))
+            .map(crate::catalog::provider_of)
             .collect();
         providers.sort_unstable();
         providers.dedup();
@@ -217,7 +211,7 @@ fn deliver(
         console.error_line(&format!("retry: {}", hint.reason));
     }
     let written = match &ended.end {
-        JobEnd::Explained(e) if inv.json => {
+        JobEnd::Machine(Outcome::Explained(e)) if inv.json => {
             let mut v = output::explanation_json(e, thinking_source, attachments);
             if let Some(obj) = v.as_object_mut() {
                 let warnings: Vec<serde_json::Value> = explain_findings(inv, settings, e)
@@ -229,7 +223,7 @@ fn deliver(
             }
             output::stdout_text(&format!("{v}\n"))
         }
-        JobEnd::Explained(e) => {
+        JobEnd::Machine(Outcome::Explained(e)) => {
             // Warnings first: what they say changes how the rest should be read.
             let mut text: String = explain_findings(inv, settings, e)
                 .iter()
@@ -243,7 +237,7 @@ fn deliver(
             output::stdout_text(&text)
         }
         _ if inv.json => output::print_record(&output::record_of(ended, warnings)),
-        JobEnd::Answered { text, .. } => output::answer(text),
+        JobEnd::Machine(Outcome::Answer { text, .. }) => output::answer(text),
         _ => Ok(()),
     };
     if let Err(e) = written {
@@ -267,7 +261,7 @@ fn explain_findings(
     let config = crate::settings::pi_config(dir);
     let saved_default = crate::settings::pi_saved_default(dir);
     let candidates: Vec<String> = e.candidates.iter().map(|c| c.model.clone()).collect();
-    let choice = crate::catalog::origin::Choice {
+    let choice = crate::catalog::origin::StartChoice {
         start: &e.start_model,
         candidates: &candidates,
         model_flag: inv.model.is_some(),

@@ -1,5 +1,5 @@
 //! Wall-clock formatting for humans and logs: unix milliseconds → ISO-8601 UTC, or a date and
-//! time of day in a zone given as an offset. Pure: the machine's own zone is read by
+//! time of day in a zone given as an offset; the calendar is jiff's. Pure: the machine's own zone is read by
 //! [`crate::clock::local_offset`] and handed in as a [`LocalOffset`].
 
 /// The machine's offset from UTC at an instant (unix ms), in seconds east; `None` when it cannot
@@ -62,21 +62,20 @@ pub fn local_and_utc(ms: u64, local: Option<LocalOffset>) -> String {
     }
 }
 
-/// Proleptic Gregorian (year, month, day) of a day count since 1970-01-01. Works in 400-year
-/// eras counted from 0000-03-01, so that the leap day is the last day of its year.
+/// Proleptic Gregorian (year, month, day) of a day count since 1970-01-01 (up to 9999-12-31,
+/// which the callers clamp to).
 fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    const DAYS_1970_FROM_0000_03_01: u64 = 719_468;
-    const ERA_DAYS: u64 = 146_097;
-    let z = days + DAYS_1970_FROM_0000_03_01;
-    let era = z / ERA_DAYS;
-    let doe = z % ERA_DAYS; // day of era, [0, 146096]
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // year of era, [0, 399]
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // day of year from March 1, [0, 365]
-    let mp = (5 * doy + 2) / 153; // month from March, [0, 11]
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = era * 400 + yoe + u64::from(month <= 2);
-    (year, month, day)
+    let epoch = jiff::civil::date(1970, 1, 1);
+    let date = i64::try_from(days)
+        .ok()
+        .and_then(|d| epoch.checked_add(jiff::Span::new().try_days(d).ok()?).ok())
+        .unwrap_or(jiff::civil::Date::MAX);
+    let part = |v: i64| u64::try_from(v).unwrap_or(0);
+    (
+        part(date.year().into()),
+        part(date.month().into()),
+        part(date.day().into()),
+    )
 }
 
 #[cfg(test)]

@@ -60,7 +60,7 @@ pub struct Progress {
 }
 
 /// What decides which lines run here.
-pub struct Filter {
+pub struct LineFilter {
     pub shard: Option<Shard>,
     /// `--resume`: the jobs FILE says are answered.
     pub recorded: Option<Recorded>,
@@ -92,17 +92,17 @@ pub enum Decision {
     },
 }
 
-impl Filter {
+impl LineFilter {
     pub fn new(
         shard: Option<Shard>,
         recorded: Option<Recorded>,
         output_name: String,
         rerun: Rerun,
-    ) -> Filter {
+    ) -> LineFilter {
         let ids = recorded
             .as_ref()
             .map_or_else(Identities::new, |r| r.identities().clone());
-        Filter {
+        LineFilter {
             shard,
             recorded,
             output_name,
@@ -237,7 +237,7 @@ impl Filter {
 /// Starts the reader thread over `source`; items go to `tx` as the workers take them.
 pub fn spawn(
     source: Box<dyn Read + Send>,
-    filter: Filter,
+    filter: LineFilter,
     tx: mpsc::Sender<Item>,
     progress: Arc<Progress>,
     name: String,
@@ -266,7 +266,7 @@ pub fn spawn(
 }
 
 struct Reader {
-    filter: Filter,
+    filter: LineFilter,
     console: crate::console::Console,
     tx: mpsc::Sender<Item>,
     progress: Arc<Progress>,
@@ -353,7 +353,7 @@ impl Reader {
 mod tests {
     use super::*;
 
-    fn run(filter: &mut Filter, number: u64, line: &str) -> Decision {
+    fn run(filter: &mut LineFilter, number: u64, line: &str) -> Decision {
         filter.decide(
             number,
             shard::fnv1a64(line.as_bytes()),
@@ -364,7 +364,7 @@ mod tests {
 
     #[test]
     fn duplicates_keep_their_id_and_broken_lines_do_not_claim_one() {
-        let mut f = Filter::new(None, None, String::new(), Rerun::default());
+        let mut f = LineFilter::new(None, None, String::new(), Rerun::default());
         assert!(matches!(
             run(&mut f, 1, r#"{"id":"a"}"#),
             Decision::Run(Item::Invalid { index: 0, .. })
@@ -415,7 +415,7 @@ mod tests {
             .collect();
         let mut counts = Vec::new();
         for index in 0..3 {
-            let mut f = Filter::new(
+            let mut f = LineFilter::new(
                 Some(Shard { index, count: 3 }),
                 None,
                 String::new(),
@@ -433,14 +433,14 @@ mod tests {
             42,
             "each line once: {counts:?}"
         );
-        let mut zero = Filter::new(
+        let mut zero = LineFilter::new(
             Some(Shard { index: 0, count: 3 }),
             None,
             String::new(),
             Rerun::default(),
         );
         assert!(matches!(run(&mut zero, 1, "not json"), Decision::Run(_)));
-        let mut one = Filter::new(
+        let mut one = LineFilter::new(
             Some(Shard { index: 1, count: 3 }),
             None,
             String::new(),
@@ -463,7 +463,7 @@ mod tests {
         recorded.apply(
             br#"{"id":"b","ok":true,"exit_code":0,"answer":"y","input_hash":"0000000000000001"}"#,
         );
-        let mut f = Filter::new(
+        let mut f = LineFilter::new(
             None,
             Some(recorded),
             "out.jsonl".to_string(),
@@ -508,7 +508,7 @@ mod tests {
             let parsed: Vec<_> = lines.iter().map(|l| jobs::parse_line(l.as_bytes())).collect();
             let mut owners = vec![0usize; lines.len()];
             for index in 0..count {
-                let mut f = Filter::new(Some(Shard { index, count }), None, String::new(), Rerun::default());
+                let mut f = LineFilter::new(Some(Shard { index, count }), None, String::new(), Rerun::default());
                 for (n, p) in parsed.iter().enumerate() {
                     if matches!(f.decide(n as u64 + 1, 0, p.clone(), &mut |_| None), Decision::Run(_)) {
                         owners[n] += 1;
@@ -527,7 +527,7 @@ mod tests {
             .unwrap();
         let (tx, mut rx) = mpsc::channel(1);
         let progress = Arc::new(Progress::default());
-        let filter = Filter::new(None, None, String::new(), Rerun::default());
+        let filter = LineFilter::new(None, None, String::new(), Rerun::default());
         spawn(
             Box::new(&input[..]),
             filter,

@@ -28,7 +28,7 @@ const MAX_RECORD_LINE: usize = 2 * MAX_LINE;
 
 /// FILE, locked for this run.
 #[derive(Debug)]
-pub struct Ledger {
+pub struct ResultsFile {
     pub guard: LockGuard,
     /// What was done to a last line that lacked its newline.
     pub tail: Option<Tail>,
@@ -42,7 +42,7 @@ pub struct Ledger {
 /// Opens and locks FILE, cuts a torn tail, and reads it back when `resume` — after the
 /// `earlier` result files (`--resume-from`), in the order given: for each job the latest
 /// result counts, and FILE's are the latest.
-pub fn open(path: &Path, resume: bool, earlier: &[PathBuf]) -> anyhow::Result<Ledger> {
+pub fn open(path: &Path, resume: bool, earlier: &[PathBuf]) -> anyhow::Result<ResultsFile> {
     let shown = path.display();
     let file = lockfile::open_private(
         OpenOptions::new().read(true).append(true).create(true),
@@ -90,7 +90,7 @@ pub fn open(path: &Path, resume: bool, earlier: &[PathBuf]) -> anyhow::Result<Le
     } else {
         None
     };
-    Ok(Ledger {
+    Ok(ResultsFile {
         guard,
         tail,
         recorded,

@@ -20,7 +20,6 @@ pub mod sink;
 pub mod summary;
 pub mod worker;
 
-use std::cell::RefCell;
 use std::io::Read;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -31,19 +30,20 @@ use anyhow::Context as _;
 use tokio::sync::{Mutex, mpsc, watch};
 
 use crate::agent::PiGroups;
-use crate::budget::{Ledger, OverBudget};
+use crate::budget::OverBudget;
+use crate::catalog::ModelKey;
 use crate::clock;
 use crate::console::Console;
 use crate::exit::Exit;
-use crate::health::service::HealthHandle;
 use crate::job::{Ended, Stop as JobStop};
 use crate::output;
+use crate::shared::SharedHandle;
 use crate::signals::Interrupt;
 
-use input::{Filter, Item, Progress};
+use input::{Item, LineFilter, Progress};
 pub use jobs::batch_exit;
-use sink::{Failure, Sink, Target};
-use worker::{Done, Outcome, Plan, Worker};
+use sink::{Failure, Sink, SinkTarget};
+use worker::{BatchPlan, Done, Settled, Worker};
 
 use crate::driver::STATUS_TICK;
 /// At most this many models are warned about by name in one batch.
@@ -77,7 +77,7 @@ pub async fn run(
     inv: &crate::cli::Invocation,
     args: &crate::cli::BatchArgs,
     settings: &crate::settings::Settings,
-    health: HealthHandle,
+    shared: SharedHandle,
     console: &Console,
     groups: &PiGroups,
 ) -> anyhow::Result<Exit> {
@@ -133,7 +133,7 @@ pub async fn run(
     let workers = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, std::num::NonZero::get));
-    let plan = Plan {
+    let plan = BatchPlan {
         capacity: crate::job::capacity_options(settings, inv, workers),
         pi_command: settings.pi_command.clone(),
         base_args: inv.base_args.clone(),
@@ -150,16 +150,16 @@ pub async fn run(
         schemas: std::cell::RefCell::default(),
     };
     let (recorded, target) = match ledger {
-        Some(l) => (l.recorded, Target::File(l.guard)),
-        None => (None, Target::Stdout),
+        Some(l) => (l.recorded, SinkTarget::File(l.guard)),
+        None => (None, SinkTarget::Stdout),
     };
     let rerun = ledger::Rerun {
         failed: args.retry_failed,
         changed: args.rerun_changed,
     };
-    let filter = Filter::new(args.shard, recorded, output_name, rerun);
+    let filter = LineFilter::new(args.shard, recorded, output_name, rerun);
     let batch = Batch::start(plan, source, filter, target, &args.file, console)?;
-    Ok(batch.run(health, signals, console, groups).await)
+    Ok(batch.run(shared, signals, console, groups).await)
 }
 
 /// The job file (`-` = stdin), opened on the blocking pool.
@@ -176,17 +176,31 @@ async fn open_input(file: &str) -> anyhow::Result<Box<dyn Read + Send>> {
 }
 
 /// Why the batch stopped taking jobs early.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 enum Halt {
     Signal(Interrupt),
-    /// A setup problem: the message for stderr.
-    Setup(String),
+    /// A setup problem: how the job that found it ended (`output` words it).
+    Setup(Rc<Ended>),
     /// Nobody reads stdout any more.
     Closed,
     /// Results cannot be written.
     WriteFailed(String),
     /// The `--max-cost` budget is reached (or every provider left is over its cap).
     Budget(OverBudget),
+}
+
+impl PartialEq for Halt {
+    /// The same reason; a setup problem is the same one only as the same job's ending.
+    fn eq(&self, other: &Halt) -> bool {
+        match (self, other) {
+            (Halt::Signal(a), Halt::Signal(b)) => a == b,
+            (Halt::Setup(a), Halt::Setup(b)) => Rc::ptr_eq(a, b),
+            (Halt::Closed, Halt::Closed) => true,
+            (Halt::WriteFailed(a), Halt::WriteFailed(b)) => a == b,
+            (Halt::Budget(a), Halt::Budget(b)) => a == b,
+            _ => false,
+        }
+    }
 }
 
 /// What workers tell the collector.
@@ -200,7 +214,7 @@ enum Event {
 
 /// A batch wired up and ready to run.
 struct Batch {
-    plan: Plan,
+    plan: BatchPlan,
     items: mpsc::Receiver<Item>,
     progress: Arc<Progress>,
     sink: Sink,
@@ -210,14 +224,14 @@ struct Batch {
 
 impl Batch {
     fn start(
-        plan: Plan,
+        plan: BatchPlan,
         source: Box<dyn Read + Send>,
-        filter: Filter,
-        target: Target,
+        filter: LineFilter,
+        target: SinkTarget,
         name: &str,
         console: &Console,
     ) -> anyhow::Result<Batch> {
-        let ordered = matches!(target, Target::Stdout);
+        let ordered = matches!(target, SinkTarget::Stdout);
         let (tx, items) = mpsc::channel(plan.workers.max(1));
         let progress = Arc::new(Progress::default());
         input::spawn(
@@ -242,7 +256,7 @@ impl Batch {
 
     async fn run(
         self,
-        health: HealthHandle,
+        health: SharedHandle,
         mut signals: watch::Receiver<Option<Interrupt>>,
         console: &Console,
         groups: &PiGroups,
@@ -258,7 +272,6 @@ impl Batch {
         } = self;
         let workers = plan.workers.max(1);
         let capacity = plan.capacity.clone();
-        let plan_budget = plan.config.budget.clone();
         let shared = Rc::new(Shared {
             plan,
             items: Mutex::new(items),
@@ -267,7 +280,6 @@ impl Batch {
             stops: watch::channel(None).0,
             printed: watch::channel(0).0,
             ordered,
-            spending: RefCell::new(Ledger::new(plan_budget)),
         });
         let (events_tx, mut events) = mpsc::channel::<Event>(workers * 2);
         let local = tokio::task::LocalSet::new();
@@ -280,8 +292,7 @@ impl Batch {
             local.spawn_local(async move {
                 let ctx = worker::Ctx {
                     plan: &shared.plan,
-                    health: &health,
-                    spending: &shared.spending,
+                    shared: &health,
                     console: &console,
                     groups: &groups,
                 };
@@ -291,7 +302,7 @@ impl Batch {
         drop(events_tx);
         let mut status = console.status_line();
         let collector = async {
-            let mut tally = summary::Tally::default();
+            let mut tally = summary::BatchTally::default();
             let mut exit = Exit::Success;
             let mut warned = std::collections::BTreeSet::new();
             let mut order = order::Reorder::default();
@@ -337,9 +348,7 @@ impl Batch {
                             );
                             tally.record_schema(&done.schema_failures);
                             tally.record_capacity(
-                                done.model
-                                    .as_deref()
-                                    .map(|m| m.split_once('/').map_or(m, |(p, _)| p)),
+                                done.model.as_ref().map(ModelKey::provider),
                                 &done.capacity_signals,
                                 done.capacity_wait_ms,
                             );
@@ -354,11 +363,7 @@ impl Batch {
                                 shared.print_ready(&mut order, &sink).await;
                             }
                         }
-                        Some(Event::Setup(ended)) => {
-                            let message = output::end_message(&ended)
-                                .unwrap_or_else(|| "setup failed".to_string());
-                            shared.halt(Halt::Setup(message));
-                        }
+                        Some(Event::Setup(ended)) => shared.halt(Halt::Setup(ended.into())),
                         Some(Event::WriteFailed(f)) => shared.halt(stop_for(f)),
                     },
                     _ = ticker.tick(), if status.enabled() => {}
@@ -398,8 +403,8 @@ impl Batch {
         // hold the batch's exit).
         health.flush_within(FLUSH_LIMIT).await;
         let stop = shared.stop.borrow().clone();
-        if let Some(Halt::Setup(message)) = stop {
-            console.error_line(&format!("batch stopped: {message}"));
+        if let Some(Halt::Setup(ended)) = &stop {
+            console.error_line(&output::batch_stopped_line(ended));
             return Exit::Error;
         }
         tally.skipped = progress.skipped.load(Ordering::Relaxed);
@@ -451,11 +456,7 @@ impl Batch {
         }
         match stop {
             Some(Halt::Signal(sig)) => {
-                console.error_line(match sig {
-                    Interrupt::Int => "interrupted (SIGINT); unfinished jobs were not recorded",
-                    Interrupt::Term => "terminated (SIGTERM); unfinished jobs were not recorded",
-                    Interrupt::Hup => "terminated (SIGHUP); unfinished jobs were not recorded",
-                });
+                console.error_line(output::batch_interrupted_line(sig));
                 exit = sig.exit();
             }
             Some(Halt::WriteFailed(e)) => {
@@ -471,7 +472,7 @@ impl Batch {
                     .total
                     .load(Ordering::Relaxed)
                     .saturating_sub(tally.done());
-                let why = shared.spending.borrow().restate(&why);
+                let why = health.restate(&why);
                 console.error_line(&summary::budget_line(
                     &why,
                     left,
@@ -507,7 +508,7 @@ fn stop_for(f: Failure) -> Halt {
 
 /// What the workers and the collector share (one thread: `Rc`, no locks held across I/O).
 struct Shared {
-    plan: Plan,
+    plan: BatchPlan,
     items: Mutex<mpsc::Receiver<Item>>,
     stop: watch::Sender<Option<Halt>>,
     /// How the jobs in flight learn they must stop (a signal, or a setup problem elsewhere).
@@ -515,8 +516,6 @@ struct Shared {
     /// Index of the next result to print on stdout (input order only).
     printed: watch::Sender<usize>,
     ordered: bool,
-    /// What this process has spent, against `--max-cost`.
-    spending: RefCell<Ledger>,
 }
 
 impl Shared {
@@ -634,7 +633,7 @@ async fn work(
     let mut stops = shared.stops.subscribe();
     while !shared.stopped() {
         // Once the total is reached no new job starts.
-        let reached = shared.spending.borrow().total_reached();
+        let reached = ctx.shared.total_reached();
         if let Some(why) = reached {
             shared.halt(Halt::Budget(why));
             break;
@@ -643,7 +642,7 @@ async fn work(
             break;
         };
         match worker.run(item, ctx, &mut stops).await {
-            Outcome::Finished(done) => {
+            Settled::Finished(done) => {
                 // With --output the job counts as done once its line is on disk.
                 if !shared.ordered
                     && let Err(f) = sink.write(done.line.clone()).await
@@ -655,14 +654,14 @@ async fn work(
                     break;
                 }
             }
-            Outcome::Unfinished => break,
-            Outcome::Left { index, why } => {
+            Settled::Unfinished => break,
+            Settled::Left { index, why } => {
                 shared.halt(Halt::Budget(why));
                 if events.send(Event::Left(index)).await.is_err() {
                     break;
                 }
             }
-            Outcome::Setup(ended) => {
+            Settled::Setup(ended) => {
                 let _ = events.send(Event::Setup(ended)).await;
                 break;
             }
@@ -691,7 +690,7 @@ mod tests {
             })
             .expect("room");
         }
-        let plan = Plan {
+        let plan = BatchPlan {
             capacity: crate::failover::CapacityOptions::default(),
             pi_command: "pi".into(),
             base_args: Vec::new(),
@@ -726,7 +725,6 @@ mod tests {
             stops: watch::channel(None).0,
             printed: watch::channel(0).0,
             ordered: true,
-            spending: RefCell::new(Ledger::default()),
         }
     }
 
@@ -736,10 +734,11 @@ mod tests {
         }
     }
 
-    async fn settle() {
-        for _ in 0..20 {
-            tokio::task::yield_now().await;
-        }
+    /// Polls `task` once: `true` when it is still waiting (what it waits on is told by a watch
+    /// channel, which a poll reads at once).
+    fn pending<F: std::future::Future>(task: std::pin::Pin<&mut F>) -> bool {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        task.poll(&mut cx).is_pending()
     }
 
     /// In input order, a worker takes job i only once i < next to print + 4 × workers + 64.
@@ -754,28 +753,24 @@ mod tests {
             for i in 0..68 {
                 assert_eq!(index(shared.next_item().await), Some(i));
             }
-            let s = Rc::clone(&shared);
-            let waiting = tokio::task::spawn_local(async move { index(s.next_item().await) });
-            settle().await;
+            let mut waiting = std::pin::pin!(async { index(shared.next_item().await) });
             assert!(
-                !waiting.is_finished(),
+                pending(waiting.as_mut()),
                 "job 68 starts before job 0 is printed"
             );
             shared.printed.send_replace(1);
-            assert_eq!(waiting.await.expect("task"), Some(68));
+            assert_eq!(waiting.await, Some(68));
             // A stop releases a waiting worker without a job.
-            let s = Rc::clone(&shared);
-            let waiting = tokio::task::spawn_local(async move { index(s.next_item().await) });
-            settle().await;
-            assert!(!waiting.is_finished());
+            let mut waiting = std::pin::pin!(async { index(shared.next_item().await) });
+            assert!(pending(waiting.as_mut()));
             shared.halt(Halt::Closed);
-            assert_eq!(waiting.await.expect("task"), None);
+            assert_eq!(waiting.await, None);
             assert_eq!(
                 *shared.stops.borrow(),
                 None,
                 "a closed stdout cuts no job short"
             );
-            shared.halt(Halt::Setup("x".into()));
+            shared.halt(Halt::Setup(setup_problem()));
             assert_eq!(
                 *shared.stop.borrow(),
                 Some(Halt::Closed),
@@ -791,7 +786,7 @@ mod tests {
         let over = crate::budget::Caps::parse(&["1".to_string()])
             .ok()
             .and_then(|caps| {
-                let mut l = Ledger::new(caps);
+                let mut l = crate::budget::Ledger::new(caps);
                 l.add("zai", 2.0);
                 l.total_reached()
             })
@@ -809,13 +804,21 @@ mod tests {
         assert_eq!(*s.stop.borrow(), Some(Halt::Signal(Interrupt::Term)));
     }
 
+    /// A job that found Pi missing: a setup problem.
+    fn setup_problem() -> Rc<Ended> {
+        Rc::new(Ended::bare(crate::job::JobEnd::NotStarted(
+            crate::agent::SpawnError::NotFound("pi".into()),
+        )))
+    }
+
     /// A setup problem cuts the jobs in flight short, as a signal does.
     #[test]
     fn a_setup_problem_interrupts_the_jobs_in_flight() {
         let s = shared(2, 0);
-        s.halt(Halt::Setup("pi not found".into()));
+        let problem = setup_problem();
+        s.halt(Halt::Setup(Rc::clone(&problem)));
         assert_eq!(*s.stops.borrow(), Some(JobStop::Halt));
-        assert_eq!(*s.stop.borrow(), Some(Halt::Setup("pi not found".into())));
+        assert_eq!(*s.stop.borrow(), Some(Halt::Setup(problem)));
         let s = shared(2, 0);
         s.halt(Halt::Signal(Interrupt::Int));
         assert_eq!(*s.stops.borrow(), Some(JobStop::Signal(Interrupt::Int)));

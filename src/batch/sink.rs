@@ -17,7 +17,7 @@ use crate::output;
 const QUEUE: usize = 64;
 
 /// Where the lines go.
-pub enum Target {
+pub enum SinkTarget {
     Stdout,
     /// The locked `--output FILE` (opened for appending).
     File(LockGuard),
@@ -46,7 +46,7 @@ pub struct Sink {
 impl Sink {
     /// Starts the writer thread. The receiver fires once the thread has finished (every handle
     /// dropped and everything written).
-    pub fn start(target: Target) -> io::Result<(Sink, oneshot::Receiver<()>)> {
+    pub fn start(target: SinkTarget) -> io::Result<(Sink, oneshot::Receiver<()>)> {
         let (tx, rx) = mpsc::channel(QUEUE);
         let (finished_tx, finished) = oneshot::channel();
         std::thread::Builder::new()
@@ -75,7 +75,7 @@ impl Sink {
 }
 
 struct Writer {
-    target: Target,
+    target: SinkTarget,
     /// After a failure nothing more is written; every later line gets the same answer.
     failed: Option<Failure>,
 }
@@ -101,7 +101,7 @@ impl Writer {
             }
             if written > 0
                 && self.failed.is_none()
-                && let Target::File(guard) = &self.target
+                && let SinkTarget::File(guard) = &self.target
                 && let Err(e) = guard.file().sync_data()
             {
                 self.failed = Some(Failure::Io(format!("cannot sync --output to disk: {e}")));
@@ -119,7 +119,7 @@ impl Writer {
 
     fn write(&mut self, line: &str) -> Result<(), Failure> {
         match &mut self.target {
-            Target::Stdout => output::stdout_text_strict(line).map_err(|e| {
+            SinkTarget::Stdout => output::stdout_text_strict(line).map_err(|e| {
                 if e.kind() == io::ErrorKind::BrokenPipe {
                     Failure::Closed
                 } else {
@@ -127,7 +127,7 @@ impl Writer {
                 }
             }),
             // One write call per line: with O_APPEND the line lands whole at the end.
-            Target::File(guard) => guard
+            SinkTarget::File(guard) => guard
                 .file_mut()
                 .write_all(line.as_bytes())
                 .map_err(|e| Failure::Io(format!("cannot write to --output: {e}"))),
@@ -149,7 +149,7 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(async {
-            let (sink, finished) = Sink::start(Target::File(ledger.guard)).unwrap();
+            let (sink, finished) = Sink::start(SinkTarget::File(ledger.guard)).unwrap();
             let local = tokio::task::LocalSet::new();
             local
                 .run_until(async {

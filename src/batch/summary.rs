@@ -12,7 +12,7 @@ use crate::rpc::Usage;
 const MAX_MODELS: usize = 64;
 
 #[derive(Debug, Default, Clone)]
-pub struct Tally {
+pub struct BatchTally {
     pub ok: u64,
     pub failed: u64,
     /// Jobs skipped because `--resume` found their answer already recorded.
@@ -70,7 +70,7 @@ struct ProviderTally {
     capacity_signals: u64,
 }
 
-impl Tally {
+impl BatchTally {
     /// One finished job (an invalid line counts as a failed job).
     pub fn record(
         &mut self,
@@ -365,7 +365,7 @@ mod tests {
 
     #[test]
     fn the_schema_line_counts_non_conforming_answers_per_model() {
-        let mut t = Tally::default();
+        let mut t = BatchTally::default();
         assert_eq!(t.schema_line(), None);
         t.record_schema(&["a/m".into(), "a/m".into(), "b/n".into()]);
         t.record_schema(&["b/n".into(), "b/n".into()]);
@@ -373,7 +373,7 @@ mod tests {
             t.schema_line().unwrap(),
             "batch: schema: 5 non-conforming answers (b/n 3, a/m 2)"
         );
-        let mut many = Tally::default();
+        let mut many = BatchTally::default();
         let models: Vec<String> = (0..MAX_MODELS + 2).map(|i| format!("p/m{i:03}")).collect();
         many.record_schema(&models);
         let line = many.schema_line().unwrap();
@@ -382,7 +382,7 @@ mod tests {
 
     #[test]
     fn the_capacity_line_counts_per_provider_with_the_final_limits() {
-        let mut t = Tally::default();
+        let mut t = BatchTally::default();
         assert_eq!(t.capacity_line(&BTreeMap::new()), None);
         t.record_capacity(Some("zhipu"), &["zhipu".into()], 1500);
         t.record_capacity(Some("dashscope"), &[], 0);
@@ -407,7 +407,7 @@ mod tests {
 
     #[test]
     fn the_summary_says_everything_exactly() {
-        let mut t = Tally::default();
+        let mut t = BatchTally::default();
         t.record(
             Exit::Success,
             Some("back/m"),
@@ -486,9 +486,9 @@ mod tests {
 
     #[test]
     fn an_empty_batch_and_many_models_stay_bounded() {
-        let t = Tally::default();
+        let t = BatchTally::default();
         assert!(t.lines(0, 0)[1].starts_with("batch: answers by model: none;"));
-        let mut t = Tally::default();
+        let mut t = BatchTally::default();
         for i in 0..(MAX_MODELS + 5) {
             t.record(
                 Exit::Success,

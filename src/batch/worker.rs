@@ -21,14 +21,15 @@ use crate::console::Console;
 use crate::driver::Session;
 use crate::exit::Exit;
 use crate::failover::Config;
-use crate::health::service::HealthHandle;
+use crate::failover::Outcome;
 use crate::job::{self, Ended, JobEnd, JobRequest, Stop, Unprepared};
 use crate::output::{self, JobFields, Warning, record::AttachmentRecord};
 use crate::rpc::Usage;
 use crate::served::Origins;
+use crate::shared::SharedHandle;
 
 /// What every job shares.
-pub struct Plan {
+pub struct BatchPlan {
     /// How jobs take capacity slots (the slot id gets the worker's number).
     pub capacity: crate::failover::CapacityOptions,
     pub pi_command: OsString,
@@ -56,11 +57,11 @@ pub struct Plan {
     pub schemas: std::cell::RefCell<job::SchemaCache>,
 }
 
-impl Plan {
+impl BatchPlan {
     /// Worker `n`'s capacity options: its own slot ids.
     pub fn capacity_for(&self, n: usize) -> crate::failover::CapacityOptions {
         crate::failover::CapacityOptions {
-            slot: format!("{}:w{n}", self.capacity.slot),
+            slot: self.capacity.slot.worker(n),
             ..self.capacity.clone()
         }
     }
@@ -82,11 +83,6 @@ pub fn job_profile(base: &Profile, spec: &JobSpec) -> Profile {
     p
 }
 
-/// The provider of a `provider/model` key.
-fn provider_of(key: &str) -> &str {
-    key.split_once('/').map_or(key, |(p, _)| p)
-}
-
 /// A finished line, ready to record.
 #[derive(Debug)]
 pub struct Done {
@@ -105,7 +101,7 @@ pub struct Done {
     /// About the models that served it (said once per batch on stderr).
     pub warnings: Vec<Warning>,
     /// `provider/model` that answered.
-    pub model: Option<String>,
+    pub model: Option<crate::catalog::ModelKey>,
     pub usage: Usage,
     pub failed_usage: Usage,
     /// The class of each attempt that did not answer (for the summary).
@@ -119,7 +115,7 @@ pub struct Done {
 
 /// How a job ended for the batch.
 #[derive(Debug)]
-pub enum Outcome {
+pub enum Settled {
     Finished(Box<Done>),
     /// Cut short by a signal (or by the batch stopping): it records nothing.
     Unfinished,
@@ -135,7 +131,7 @@ pub enum Outcome {
 }
 
 /// What a result line says about the job's input besides its id.
-pub enum Input<'a> {
+pub enum LineOf<'a> {
     /// A job: its input hash and files (as written in the line).
     Job {
         input_hash: u64,
@@ -150,13 +146,13 @@ pub enum Input<'a> {
 pub fn result_line(
     id: Option<&Value>,
     number: u64,
-    input: Input<'_>,
+    input: LineOf<'_>,
     ended: &Ended,
     warnings: Vec<Warning>,
 ) -> String {
     let (input_hash, line_hash, files) = match input {
-        Input::Job { input_hash, files } => (Some(shard::hex(input_hash)), None, files),
-        Input::Invalid { line_hash } => (None, Some(shard::hex(line_hash)), &[][..]),
+        LineOf::Job { input_hash, files } => (Some(shard::hex(input_hash)), None, files),
+        LineOf::Invalid { line_hash } => (None, Some(shard::hex(line_hash)), &[][..]),
     };
     let attachments = files
         .iter()
@@ -191,10 +187,9 @@ pub struct Worker {
 
 /// What a worker shares with the batch while it runs a job.
 pub struct Ctx<'a> {
-    pub plan: &'a Plan,
-    pub health: &'a HealthHandle,
-    /// The process's spend against `--max-cost`, shared by every worker.
-    pub spending: &'a std::cell::RefCell<crate::budget::Ledger>,
+    pub plan: &'a BatchPlan,
+    /// Health, capacity slots and the spend ledger, shared by every worker.
+    pub shared: &'a SharedHandle,
     pub console: &'a Console,
     pub groups: &'a PiGroups,
 }
@@ -219,14 +214,14 @@ impl Worker {
         item: Item,
         ctx: &Ctx<'_>,
         stops: &mut watch::Receiver<Option<Stop>>,
-    ) -> Outcome {
+    ) -> Settled {
         match item {
             Item::Invalid {
                 index,
                 number,
                 invalid,
                 line_hash,
-            } => Outcome::Finished(Box::new(invalid_line(index, number, &invalid, line_hash))),
+            } => Settled::Finished(Box::new(invalid_line(index, number, &invalid, line_hash))),
             Item::Job {
                 index,
                 number,
@@ -238,18 +233,18 @@ impl Worker {
                 Ran::Ended(ended)
                     if matches!(ended.end, JobEnd::Stopped(Stop::Signal(_) | Stop::Halt)) =>
                 {
-                    Outcome::Unfinished
+                    Settled::Unfinished
                 }
                 Ran::Ended(ended) => match &ended.end {
-                    JobEnd::OverBudget { why, .. } => Outcome::Left {
+                    JobEnd::Machine(Outcome::OverBudget { why, .. }) => Settled::Left {
                         index,
                         why: why.clone(),
                     },
-                    _ => Outcome::Finished(Box::new(
+                    _ => Settled::Finished(Box::new(
                         self.done(index, number, &spec, input_hash, &ended, ctx.plan),
                     )),
                 },
-                Ran::Setup(ended) => Outcome::Setup(ended),
+                Ran::Setup(ended) => Settled::Setup(ended),
             },
         }
     }
@@ -261,9 +256,8 @@ impl Worker {
         spec: &JobSpec,
         input_hash: u64,
         ended: &Ended,
-        plan: &Plan,
+        plan: &BatchPlan,
     ) -> Done {
-        let who = format!("{} (input line {number})", spec.id.label());
         let exit = output::exit_of(&ended.end);
         let warnings = plan
             .origins
@@ -272,31 +266,17 @@ impl Worker {
             .unwrap_or_default();
         let error = output::end_message(ended);
         let model = match &ended.end {
-            JobEnd::Answered { model, .. } => Some(model.key()),
+            JobEnd::Machine(Outcome::Answer { model, .. }) => Some(model.key()),
             _ => None,
         };
-        let note = match (&model, error.clone()) {
-            (Some(m), _) => format!(
-                "{}: ok ({m}, {} ms, worker {})",
-                spec.id.label(),
-                ended.elapsed_ms,
-                self.number
-            ),
-            (None, Some(e)) => {
-                let retry = output::retry_of(&ended.end)
-                    .map(|r| format!("; retry: {}", r.reason))
-                    .unwrap_or_default();
-                format!("{who}: exit {}: {e}{retry}", exit.code())
-            }
-            (None, None) => format!("{who}: exit {}", exit.code()),
-        };
+        let note = output::job_note(&spec.id.label(), number, ended, self.number);
         Done {
             index,
             exit,
             line: result_line(
                 Some(spec.id.value()),
                 number,
-                Input::Job {
+                LineOf::Job {
                     input_hash,
                     files: &spec.files,
                 },
@@ -319,7 +299,7 @@ impl Worker {
                         .as_ref()
                         .is_some_and(|f| f.class == crate::failover::classify::FailureClass::Schema)
                 })
-                .map(|a| a.model.clone())
+                .map(|a| a.model.to_string())
                 .collect(),
             failed_classes: ended
                 .attempts
@@ -332,7 +312,7 @@ impl Worker {
                 .attempts
                 .iter()
                 .filter(|a| a.capacity_signal)
-                .map(|a| provider_of(&a.model).to_string())
+                .map(|a| a.model.provider().to_string())
                 .collect(),
             capacity_wait_ms: ended.capacity_wait_ms,
         }
@@ -425,7 +405,7 @@ impl Worker {
                 old.stop().await;
             }
             if self.session.is_none() {
-                match Session::start(&plan.pi_command, &args, ctx.groups) {
+                match Session::start(&plan.pi_command, &args, ctx.groups).await {
                     Ok(s) => self.session = Some(s),
                     Err(e) => return Ran::Setup(Box::new(Ended::bare(JobEnd::NotStarted(e)))),
                 }
@@ -434,22 +414,15 @@ impl Worker {
                 continue;
             };
             let ended = session
-                .run(
-                    &request,
-                    ctx.health,
-                    ctx.spending,
-                    stops,
-                    ctx.console,
-                    &mut quiet,
-                )
+                .run(&request, ctx.shared, stops, ctx.console, &mut quiet)
                 .await;
-            if matches!(ended.end, JobEnd::Setup(_)) {
+            if matches!(ended.end, JobEnd::Machine(Outcome::Setup(_))) {
                 return Ran::Setup(Box::new(ended));
             }
             let lost = match &ended.end {
                 JobEnd::PiLost(loss) => Some(loss.answered),
                 // Pi cannot be reused after a stop or a protocol failure either.
-                JobEnd::Stopped(_) | JobEnd::Fatal(_) => Some(true),
+                JobEnd::Stopped(_) | JobEnd::Machine(Outcome::Fatal(_)) => Some(true),
                 _ => None,
             };
             if lost.is_some()
@@ -478,15 +451,13 @@ impl Worker {
                 return finish(ended);
             }
             if started || plan.verbose > 0 {
-                ctx.console.progress_line(&format!(
-                    "{}Pi was lost; restarting it and retrying the job",
-                    request.label
-                ));
+                ctx.console
+                    .progress_line(&output::pi_restarted_line(&request.label));
             }
         }
-        Ran::Ended(Box::new(Ended::bare(JobEnd::Fatal(
+        Ran::Ended(Box::new(Ended::bare(JobEnd::Machine(Outcome::Fatal(
             crate::failover::Fatal::NoModel,
-        ))))
+        )))))
     }
 }
 
@@ -499,21 +470,21 @@ enum Ran {
 /// The result of a line that is not a job.
 fn invalid_line(index: usize, number: u64, invalid: &Invalid, line_hash: u64) -> Done {
     let ended = Ended::bare(JobEnd::InvalidLine(invalid.message(number)));
-    let who = match &invalid.id {
-        Some(id) => format!("{} (input line {number})", id.label()),
-        None => format!("input line {number}"),
-    };
     Done {
         index,
         exit: Exit::Error,
         line: result_line(
             invalid.id.as_ref().map(|i| i.value()),
             number,
-            Input::Invalid { line_hash },
+            LineOf::Invalid { line_hash },
             &ended,
             Vec::new(),
         ),
-        note: format!("{who}: exit 2: {}", invalid.reason),
+        note: output::invalid_line_note(
+            invalid.id.as_ref().map(|id| id.label()).as_deref(),
+            number,
+            &invalid.reason,
+        ),
         label: match &invalid.id {
             Some(id) => crate::redact::printable(&id.canonical()),
             None => format!("input line {number}"),
@@ -602,7 +573,7 @@ mod tests {
         let line = result_line(
             Some(&json!("a")),
             3,
-            Input::Invalid { line_hash: 0xee },
+            LineOf::Invalid { line_hash: 0xee },
             &ended,
             Vec::new(),
         );
@@ -614,14 +585,14 @@ mod tests {
         assert_eq!(v["ok"], false);
         assert_eq!(v["line_hash"], "00000000000000ee");
         assert_eq!(v["permanent"], true);
-        ended.end = JobEnd::EmptyAnswer;
+        ended.end = JobEnd::Machine(Outcome::EmptyAnswer);
         ended.digests = vec![[0u8; 32]];
         ended.content_hash = Some(0x12);
         let files = ["a.md".to_string()];
         let line = result_line(
             Some(&json!(7)),
             1,
-            Input::Job {
+            LineOf::Job {
                 input_hash: 0xab,
                 files: &files,
             },

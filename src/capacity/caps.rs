@@ -10,9 +10,9 @@ use super::MAX_LIMIT;
 /// [`MAX_LIMIT`], or a provider named twice is an error that names the part.
 pub fn parse_caps(text: &str) -> Result<BTreeMap<String, u32>, String> {
     let mut caps = BTreeMap::new();
-    for part in text.split(',') {
-        let part = part.trim();
-        let Some((provider, count)) = part.split_once('=') else {
+    for item in crate::provider_list::items(text) {
+        let part = item.text.trim();
+        let (Some(provider), count) = (item.provider, item.value) else {
             return Err(format!(
                 "'{part}' is not PROVIDER=N (e.g. zhipu=3)",
                 part = crate::redact::printable(part)

@@ -174,7 +174,7 @@ fn apply_dispatches_every_delta() {
             ttl_ms: TTL,
             limits: JOBS8
         }),
-        Outcome::Admission(Admission::Granted { .. })
+        Decided::Admission(Admission::Granted { .. })
     ));
     assert_eq!(
         c.apply(&CapacityDelta::Renew {
@@ -182,7 +182,7 @@ fn apply_dispatches_every_delta() {
             slot: slot(),
             ttl_ms: TTL
         }),
-        Outcome::Renewal(Renewal::Renewed)
+        Decided::Renewal(Renewal::Renewed)
     );
     assert_eq!(
         c.apply(&CapacityDelta::Answered {
@@ -190,14 +190,14 @@ fn apply_dispatches_every_delta() {
             slot: slot(),
             limits: JOBS8
         }),
-        Outcome::Answered(Change { from: 2, to: 2 })
+        Decided::Answered(Change { from: 2, to: 2 })
     );
     assert_eq!(
         c.apply(&CapacityDelta::Release {
             at: 3,
             slot: slot()
         }),
-        Outcome::Released(false)
+        Decided::Released(false)
     );
     assert_eq!(
         c.apply(&CapacityDelta::Refused {
@@ -206,7 +206,7 @@ fn apply_dispatches_every_delta() {
             limits: JOBS8,
             pause_ms: 0,
         }),
-        Outcome::Refused(Verdict::SlowDown(Change { from: 2, to: 1 }))
+        Decided::Refused(Verdict::SlowDown(Change { from: 2, to: 1 }))
     );
 }
 

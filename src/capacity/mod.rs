@@ -71,6 +71,9 @@
 pub mod caps;
 pub mod ops;
 mod rules;
+mod slot_id;
+
+pub use slot_id::SlotId;
 
 use std::collections::BTreeMap;
 
@@ -206,7 +209,7 @@ pub enum CapacityDelta {
 
 /// What applying a delta decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Decided {
     Admission(Admission),
     Renewal(Renewal),
     /// Whether the slot was held.
@@ -276,20 +279,20 @@ impl CapacityDelta {
 
 impl Capacity {
     /// Applies one delta at its time.
-    pub fn apply(&mut self, delta: &CapacityDelta) -> Outcome {
+    pub fn apply(&mut self, delta: &CapacityDelta) -> Decided {
         match delta {
             CapacityDelta::Acquire {
                 at,
                 slot,
                 ttl_ms,
                 limits,
-            } => Outcome::Admission(self.acquire(*at, slot, *ttl_ms, *limits)),
+            } => Decided::Admission(self.acquire(*at, slot, *ttl_ms, *limits)),
             CapacityDelta::Renew { at, slot, ttl_ms } => {
-                Outcome::Renewal(self.renew(*at, slot, *ttl_ms))
+                Decided::Renewal(self.renew(*at, slot, *ttl_ms))
             }
-            CapacityDelta::Release { at, slot } => Outcome::Released(self.release(*at, slot)),
+            CapacityDelta::Release { at, slot } => Decided::Released(self.release(*at, slot)),
             CapacityDelta::Answered { at, slot, limits } => {
-                Outcome::Answered(self.answered(*at, slot, *limits))
+                Decided::Answered(self.answered(*at, slot, *limits))
             }
             CapacityDelta::Refused {
                 at,
@@ -299,7 +302,7 @@ impl Capacity {
             } => {
                 let verdict = self.refused(*at, slot, *limits);
                 self.pause(*at, *pause_ms);
-                Outcome::Refused(verdict)
+                Decided::Refused(verdict)
             }
         }
     }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Admission, Capacity, CapacityDelta, Limits, Outcome};
+use super::{Admission, Capacity, CapacityDelta, Decided, Limits};
 
 /// Most providers a store keeps records for; past this, idle records go first.
 pub const MAX_PROVIDERS: usize = 64;
@@ -89,7 +89,7 @@ pub enum CapacityReply {
     /// Every choice is full; the first of their leases runs out at `next_expiry` unless renewed.
     Full { next_expiry: Option<u64> },
     /// What [`Capacity::apply`] decided.
-    Applied(Outcome),
+    Applied(Decided),
     /// The store could not be asked (a caller without a store, or a bad provider name).
     Unavailable,
 }
@@ -374,7 +374,7 @@ mod tests {
         assert!(
             matches!(
                 r,
-                CapacityReply::Applied(Outcome::Refused(Verdict::SlowDown(_)))
+                CapacityReply::Applied(Decided::Refused(Verdict::SlowDown(_)))
             ),
             "{r:?}"
         );

@@ -195,16 +195,16 @@ proptest! {
                 check_limit(&c, at, limits)?;
             }
             match outcome {
-                Outcome::Admission(Admission::Granted { limit, in_flight }) if !was_live => {
+                Decided::Admission(Admission::Granted { limit, in_flight }) if !was_live => {
                     prop_assert!(in_flight <= limit, "{} in flight over {}", in_flight, limit);
                     prop_assert!(c.paused_until <= at, "granted during a pause");
                     prop_assert_eq!(in_flight, c.in_flight(at));
                 }
-                Outcome::Answered(ch) => {
+                Decided::Answered(ch) => {
                     prop_assert!(ch.to <= ch.from + 1, "{:?}: more than one per answer", ch);
                     prop_assert_eq!(Some(ch.from), before);
                 }
-                Outcome::Refused(Verdict::SlowDown(ch)) => {
+                Decided::Refused(Verdict::SlowDown(ch)) => {
                     prop_assert!(ch.to >= 1 && ch.to <= ch.from, "{:?}", ch);
                 }
                 _ => {}

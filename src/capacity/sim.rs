@@ -74,7 +74,7 @@ impl Scenario {
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Report {
+pub struct SimReport {
     pub requests: usize,
     pub rejected: usize,
     pub answered: usize,
@@ -89,21 +89,21 @@ pub struct Report {
     pub final_limits: Vec<u32>,
 }
 
-impl Report {
+impl SimReport {
     pub fn rejected_share(&self) -> f64 {
         self.rejected as f64 / self.requests.max(1) as f64
     }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Event {
+enum SimEvent {
     Done { worker: usize, provider: usize },
     Refused { worker: usize, provider: usize },
     Wake { group: usize },
     Poll { worker: usize },
 }
 
-struct Worker {
+struct SimWorker {
     group: usize,
     home: usize,
     has_job: bool,
@@ -116,26 +116,26 @@ struct World<'a> {
     start_ms: u64,
     in_flight: Vec<usize>,
     broken: Vec<bool>,
-    workers: Vec<Worker>,
+    workers: Vec<SimWorker>,
     left: Vec<usize>,
-    events: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    events: BinaryHeap<Reverse<(u64, u64, SimEvent)>>,
     seq: u64,
     rng: u64,
-    report: Report,
+    report: SimReport,
 }
 
-pub fn run(s: &Scenario) -> Report {
+pub fn run(s: &Scenario) -> SimReport {
     let fresh = vec![Capacity::default(); s.providers.len()];
     run_from(s, fresh, 0).0
 }
 
 /// Runs the batch from `start_ms` against records a previous batch left; returns them too.
-pub fn run_from(s: &Scenario, records: Vec<Capacity>, start_ms: u64) -> (Report, Vec<Capacity>) {
+pub fn run_from(s: &Scenario, records: Vec<Capacity>, start_ms: u64) -> (SimReport, Vec<Capacity>) {
     let p = s.providers.len();
     let mut workers = Vec::new();
     for (g, group) in s.groups.iter().enumerate() {
         for i in 0..group.workers {
-            workers.push(Worker {
+            workers.push(SimWorker {
                 group: g,
                 home: i % p.max(1),
                 has_job: false,
@@ -154,16 +154,16 @@ pub fn run_from(s: &Scenario, records: Vec<Capacity>, start_ms: u64) -> (Report,
         events: BinaryHeap::new(),
         seq: 0,
         rng: 0x9e37_79b9_7f4a_7c15,
-        report: Report {
+        report: SimReport {
             peak: vec![0; p],
-            ..Report::default()
+            ..SimReport::default()
         },
     };
     for i in 0..w.workers.len() {
         w.take_job(i);
     }
     for g in 0..s.groups.len() {
-        w.push(start_ms, Event::Wake { group: g });
+        w.push(start_ms, SimEvent::Wake { group: g });
     }
     while let Some(Reverse((t, _, event))) = w.events.pop() {
         w.handle(t, event);
@@ -177,7 +177,7 @@ pub fn run_from(s: &Scenario, records: Vec<Capacity>, start_ms: u64) -> (Report,
 }
 
 impl World<'_> {
-    fn push(&mut self, t: u64, event: Event) {
+    fn push(&mut self, t: u64, event: SimEvent) {
         self.seq += 1;
         self.events.push(Reverse((t, self.seq, event)));
     }
@@ -208,9 +208,9 @@ impl World<'_> {
         self.s.duration_ms - j + self.rng % (2 * j + 1)
     }
 
-    fn handle(&mut self, t: u64, event: Event) {
+    fn handle(&mut self, t: u64, event: SimEvent) {
         match event {
-            Event::Done { worker, provider } => {
+            SimEvent::Done { worker, provider } => {
                 self.in_flight[provider] -= 1;
                 let limits = self.limits(self.workers[worker].group, provider);
                 self.records[provider].answered(t, &Self::slot(worker), limits);
@@ -221,10 +221,10 @@ impl World<'_> {
                 let own = self.workers[worker].group;
                 for g in 0..self.s.groups.len() {
                     let at = if g == own { t } else { t + self.s.notice_ms };
-                    self.push(at, Event::Wake { group: g });
+                    self.push(at, SimEvent::Wake { group: g });
                 }
             }
-            Event::Refused { worker, provider } => {
+            SimEvent::Refused { worker, provider } => {
                 let limits = self.limits(self.workers[worker].group, provider);
                 self.report.rejected += 1;
                 self.workers[worker].busy = false;
@@ -234,19 +234,19 @@ impl World<'_> {
                     self.report.rate_limited += 1;
                     self.broken[provider] = true;
                 }
-                self.push(t + self.s.poll_ms, Event::Poll { worker });
+                self.push(t + self.s.poll_ms, SimEvent::Poll { worker });
             }
-            Event::Wake { group } => {
+            SimEvent::Wake { group } => {
                 for i in 0..self.workers.len() {
                     if self.workers[i].group == group {
                         self.try_send(t, i);
                     }
                 }
             }
-            Event::Poll { worker } => {
+            SimEvent::Poll { worker } => {
                 self.try_send(t, worker);
                 if self.waiting(worker) && self.events.is_empty() {
-                    self.push(t + self.s.poll_ms, Event::Poll { worker });
+                    self.push(t + self.s.poll_ms, SimEvent::Poll { worker });
                 }
             }
         }
@@ -276,14 +276,14 @@ impl World<'_> {
             self.workers[worker].busy = true;
             self.report.requests += 1;
             if self.in_flight[provider] >= self.s.providers[provider].cap_at(t) {
-                self.push(t + self.s.reject_ms, Event::Refused { worker, provider });
+                self.push(t + self.s.reject_ms, SimEvent::Refused { worker, provider });
             } else {
                 self.in_flight[provider] += 1;
                 self.report.peak[provider] =
                     self.report.peak[provider].max(self.in_flight[provider]);
                 let d = self.duration();
                 self.report.work_ms += d;
-                self.push(t + d, Event::Done { worker, provider });
+                self.push(t + d, SimEvent::Done { worker, provider });
             }
             return;
         }

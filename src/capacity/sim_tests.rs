@@ -4,7 +4,7 @@
 use super::*;
 use crate::capacity::Capacity;
 
-fn show(name: &str, r: &Report, ideal_ms: f64) {
+fn show(name: &str, r: &SimReport, ideal_ms: f64) {
     eprintln!(
         "{name}: {} requests, {} rejected ({:.1}%), makespan {} ms = {:.2}× ideal {:.0} ms, \
          peak {:?}, final limits {:?}, unanswered {}",
@@ -42,7 +42,7 @@ fn with_max_inflight(mut s: Scenario) -> Scenario {
 }
 
 /// Ideal makespan: the total work spread perfectly over the total true capacity.
-fn ideal(s: &Scenario, r: &Report) -> f64 {
+fn ideal(s: &Scenario, r: &SimReport) -> f64 {
     let capacity: usize = s.providers.iter().map(|p| p.cap).sum();
     (r.work_ms as f64 / capacity as f64).max(s.duration_ms as f64)
 }

@@ -4,11 +4,14 @@
 //! from Pi's built-in catalogue. All pure: no I/O, nothing from `failover`.
 //! Parsing is lenient so Pi 0.84.4 and 1.6.0 objects both fit.
 
+mod key;
 pub mod origin;
 pub mod scope;
 pub mod suggest;
 
 use serde::Deserialize;
+
+pub use key::{ModelKey, provider_of};
 
 /// One model Pi can use. Unknown fields in Pi's object are ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -34,8 +37,8 @@ pub struct ModelInfo {
 
 impl ModelInfo {
     /// `provider/id`, the key users type and breakers use.
-    pub fn key(&self) -> String {
-        format!("{}/{}", self.provider, self.id)
+    pub fn key(&self) -> ModelKey {
+        ModelKey::new(&self.provider, &self.id)
     }
 
     /// True only when the model explicitly declares image input.

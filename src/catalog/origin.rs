@@ -140,7 +140,7 @@ impl PiConfig {
         if listed {
             return Origin::ModelsJson;
         }
-        let provider = key.split_once('/').map_or(key, |(p, _)| p);
+        let provider = super::provider_of(key);
         Origin::BuiltIn(self.key_source(provider, env))
     }
 
@@ -247,7 +247,7 @@ impl fmt::Display for KeySource {
 
 /// How the run's start model was chosen, and what it would fail over to.
 #[derive(Debug, Clone, Copy)]
-pub struct Choice<'a> {
+pub struct StartChoice<'a> {
     /// `provider/id`.
     pub start: &'a str,
     /// Every model the run could be served by (the start model may be among them).
@@ -304,7 +304,7 @@ impl fmt::Display for Finding {
                 "the start model {model} is from Pi's built-in catalogue, not from your \
                  models.json (provider {} was brought in by {source}); name the primary with \
                  --model",
-                model.split_once('/').map_or(model.as_str(), |(p, _)| p)
+                super::provider_of(model)
             ),
             Finding::BuiltInCandidates {
                 total,
@@ -360,7 +360,7 @@ impl fmt::Display for Finding {
 /// What the user should know about `choice` (see [`Finding`]), in order: the start model,
 /// the candidates, the primary.
 pub fn findings(
-    choice: &Choice<'_>,
+    choice: &StartChoice<'_>,
     config: &PiConfig,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<Finding> {
@@ -375,7 +375,7 @@ pub fn findings(
     let mut user_providers: Vec<String> = Vec::new();
     let mut first_user_model = None;
     for key in choice.candidates {
-        let provider = key.split_once('/').map_or(key.as_str(), |(p, _)| p);
+        let provider = super::provider_of(key);
         match config.origin(key, env) {
             Origin::ModelsJson => {
                 first_user_model.get_or_insert_with(|| key.clone());

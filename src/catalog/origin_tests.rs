@@ -167,8 +167,8 @@ fn the_table_has_the_providers_users_meet_each_once() {
     assert!(BUILT_IN_KEY_VARS.iter().all(|(_, vars)| !vars.is_empty()));
 }
 
-fn choice<'a>(start: &'a str, candidates: &'a [String]) -> Choice<'a> {
-    Choice {
+fn choice<'a>(start: &'a str, candidates: &'a [String]) -> StartChoice<'a> {
+    StartChoice {
         start,
         candidates,
         model_flag: false,

@@ -93,7 +93,7 @@ pub fn resolve_scope(patterns: &str, available: &[ModelInfo]) -> ScopeReport {
             let m = &available[i];
             if seen.insert((m.provider.as_str(), m.id.as_str())) {
                 if let Some(level) = level {
-                    report.levels.insert(m.key(), level.to_string());
+                    report.levels.insert(m.key().into(), level.to_string());
                 }
                 report.models.push(m.clone());
             }
@@ -138,17 +138,17 @@ impl<'a> Pool<'a> {
 }
 
 /// Outcome of resolving one reference, as indices into the pool.
-enum Found {
+enum Matched {
     One(usize),
     /// The same id on several providers: all of them.
     Several(Vec<usize>),
 }
 
-impl Found {
+impl Matched {
     fn into_vec(self) -> Vec<usize> {
         match self {
-            Found::One(i) => vec![i],
-            Found::Several(v) => v,
+            Matched::One(i) => vec![i],
+            Matched::Several(v) => v,
         }
     }
 }
@@ -182,7 +182,7 @@ fn resolve_pattern<'p>(pattern: &'p str, pool: &Pool<'_>) -> (Vec<usize>, Option
 
 /// Exact reference, then fuzzy match, then the same again without a `:suffix`. The level is
 /// the outermost suffix cut off, when it names a thinking level (Pi ignores an invalid one).
-fn resolve_text<'p>(mut text: &'p str, pool: &Pool<'_>) -> Option<(Found, Option<&'p str>)> {
+fn resolve_text<'p>(mut text: &'p str, pool: &Pool<'_>) -> Option<(Matched, Option<&'p str>)> {
     let all: Vec<usize> = pool.indices().collect();
     // Only the outermost suffix can be the level: `cut` says it was looked at already.
     let mut level: Option<&'p str> = None;
@@ -204,7 +204,7 @@ fn resolve_text<'p>(mut text: &'p str, pool: &Pool<'_>) -> Option<(Found, Option
 
 /// `id` (case-insensitive) or `provider/id`; with `fuzzy`, `provider/text` may fuzzy-match
 /// inside the provider. The named provider wins over the same text as a raw id elsewhere.
-fn select_reference(text: &str, pool: &Pool<'_>, fuzzy: bool) -> Option<Found> {
+fn select_reference(text: &str, pool: &Pool<'_>, fuzzy: bool) -> Option<Matched> {
     if text.is_empty() {
         return None;
     }
@@ -234,13 +234,13 @@ fn select_reference(text: &str, pool: &Pool<'_>, fuzzy: bool) -> Option<Found> {
             })
     });
     if let Some(i) = named {
-        return Some(Found::One(i));
+        return Some(Matched::One(i));
     }
     match raw.as_slice() {
         [] => None,
-        [only] => Some(Found::One(*only)),
-        _ if single_provider(&raw, models) => Some(Found::One(raw[0])),
-        _ => Some(Found::Several(raw)),
+        [only] => Some(Matched::One(*only)),
+        _ if single_provider(&raw, models) => Some(Matched::One(raw[0])),
+        _ => Some(Matched::Several(raw)),
     }
 }
 
@@ -297,7 +297,7 @@ fn fuzzy_matches(text: &str, within: &[usize], pool: &Pool<'_>) -> Vec<usize> {
         .collect()
 }
 
-fn select_fuzzy(matches: &[usize], models: &[ModelInfo]) -> Option<Found> {
+fn select_fuzzy(matches: &[usize], models: &[ModelInfo]) -> Option<Matched> {
     let best = best_fuzzy(matches, models)?;
     let tied: Vec<usize> = matches
         .iter()
@@ -305,9 +305,9 @@ fn select_fuzzy(matches: &[usize], models: &[ModelInfo]) -> Option<Found> {
         .filter(|&i| models[i].id == models[best].id)
         .collect();
     if single_provider(&tied, models) {
-        Some(Found::One(best))
+        Some(Matched::One(best))
     } else {
-        Some(Found::Several(tied))
+        Some(Matched::Several(tied))
     }
 }
 

@@ -297,7 +297,7 @@ fn pool() -> Vec<ModelInfo> {
 fn keys(patterns: &str) -> Vec<String> {
     scope(patterns, &pool())
         .iter()
-        .map(ModelInfo::key)
+        .map(|m| m.key().into())
         .collect()
 }
 
@@ -337,7 +337,7 @@ fn scope_fuzzy_prefers_aliases_then_the_id_sorting_last() {
 #[test]
 fn scope_fuzzy_tie_on_the_same_id_selects_every_provider() {
     let pool = [model("a", "kimi-k2"), model("b", "kimi-k2")];
-    let got: Vec<String> = scope("k2", &pool).iter().map(ModelInfo::key).collect();
+    let got: Vec<String> = scope("k2", &pool).iter().map(|m| m.key().into()).collect();
     assert_eq!(got, ["a/kimi-k2", "b/kimi-k2"]);
 }
 
@@ -345,7 +345,7 @@ fn scope_fuzzy_tie_on_the_same_id_selects_every_provider() {
 fn scope_dated_ids_only_when_no_alias_matches() {
     assert_eq!(keys("20250929"), ["anthropic/claude-sonnet-4-5-20250929"]);
     let pool = [model("a", "m-20240101"), model("a", "m-20250101")];
-    let got: Vec<String> = scope("m-", &pool).iter().map(ModelInfo::key).collect();
+    let got: Vec<String> = scope("m-", &pool).iter().map(|m| m.key().into()).collect();
     assert_eq!(got, ["a/m-20250101"]);
 }
 
@@ -360,7 +360,7 @@ fn scope_thinking_suffixes() {
     let pool = [model("bedrock", "nova-pro-v1:0")];
     let got: Vec<String> = scope("nova-pro-v1:0", &pool)
         .iter()
-        .map(ModelInfo::key)
+        .map(|m| m.key().into())
         .collect();
     assert_eq!(got, ["bedrock/nova-pro-v1:0"]);
 }
@@ -412,7 +412,10 @@ fn scope_negated_glob_is_tested_per_form_as_in_pi() {
     // always true for one of the two, so `!…` selects (almost) everything.
     assert_eq!(keys("!*claude*").len(), pool().len());
     let pool = [model("a", "x"), model("b", "y")];
-    let got: Vec<String> = scope("!*/*", &pool).iter().map(ModelInfo::key).collect();
+    let got: Vec<String> = scope("!*/*", &pool)
+        .iter()
+        .map(|m| m.key().into())
+        .collect();
     assert_eq!(got, ["a/x", "b/y"]);
 }
 
@@ -451,7 +454,7 @@ fn report_lists_patterns_that_selected_nothing_once_in_order() {
         " zai/glm-4.5 , glm-9 ,, zhipu/* , zai/* , glm-9, zai/glm-4.6 ",
         &pool(),
     );
-    let keys: Vec<String> = report.models.iter().map(ModelInfo::key).collect();
+    let keys: Vec<String> = report.models.iter().map(|m| m.key().into()).collect();
     assert_eq!(keys, ["zai/glm-4.5", "zai/glm-4.6"]);
     // `zai/glm-4.6` selected a model already in scope: not a miss.
     assert_eq!(report.unmatched, ["glm-9", "zhipu/*"]);
@@ -475,7 +478,7 @@ fn overlong_pieces_select_nothing() {
     assert_eq!(keys(&at_cap), ["anthropic/claude-sonnet-4-5"]);
     let over = format!("sonnet:{}", "x".repeat(MAX_PATTERN_CHARS - 6));
     let report = resolve_scope(&format!("{over},haiku"), &pool());
-    let keys: Vec<String> = report.models.iter().map(ModelInfo::key).collect();
+    let keys: Vec<String> = report.models.iter().map(|m| m.key().into()).collect();
     assert_eq!(keys, ["anthropic/claude-haiku-4-5"]);
     assert_eq!(report.unmatched, [over]);
 }
@@ -498,7 +501,7 @@ fn many_colons_and_slashes_resolve_quickly() {
     }
     // The empty text left after the last retry fuzzy-matches everything, as in Pi.
     let report = resolve_scope(&":".repeat(MAX_PATTERN_CHARS), &providers);
-    let keys: Vec<String> = report.models.iter().map(ModelInfo::key).collect();
+    let keys: Vec<String> = report.models.iter().map(|m| m.key().into()).collect();
     assert_eq!(keys, ["p99/m99"]);
 }
 

@@ -293,7 +293,7 @@ pub struct Cli {
     #[arg(value_name = "WORDS", allow_hyphen_values = false)]
     pub words: Vec<String>,
 
-    /// Prompt words after `--` (taken literally, even `--help` or `@x`)
+    /// PromptRule words after `--` (taken literally, even `--help` or `@x`)
     #[arg(last = true, value_name = "LITERAL", hide = true)]
     pub literal: Vec<String>,
 }
@@ -415,24 +415,24 @@ pub enum Mode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Manage {
     Status,
-    Reactivate(Target),
+    Reactivate(ManageTarget),
     Disable(String),
-    Reset(Target),
+    Reset(ManageTarget),
     Doctor,
 }
 
 /// A management target: one `provider/model`, or every record.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
+pub enum ManageTarget {
     All,
     Model(String),
 }
 
-impl std::fmt::Display for Target {
+impl std::fmt::Display for ManageTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Target::All => f.write_str("all"),
-            Target::Model(m) => f.write_str(m),
+            ManageTarget::All => f.write_str("all"),
+            ManageTarget::Model(m) => f.write_str(m),
         }
     }
 }
@@ -546,7 +546,7 @@ where
     if let Some(shell) = cli.completions {
         return completions(shell, &args).map(Parsed::Info);
     }
-    cli.into_invocation(Prompt::Required)
+    cli.into_invocation(PromptRule::Required)
         .map(|inv| Parsed::Run(Box::new(inv)))
 }
 
@@ -583,7 +583,7 @@ pub fn json_asked(args: &[OsString]) -> bool {
 /// Whether a run without prompt words is an error: not when only the arguments before
 /// `--help` are checked (help needs no prompt).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Prompt {
+enum PromptRule {
     Required,
     Optional,
 }
@@ -598,7 +598,7 @@ fn error_before_help(args: &[OsString]) -> Option<UsageError> {
     let prefix = &args[..at];
     match Cli::try_parse_from(prefix) {
         Err(e) => clap_error(&e).map(UsageError),
-        Ok(cli) => cli.into_invocation(Prompt::Optional).err(),
+        Ok(cli) => cli.into_invocation(PromptRule::Optional).err(),
     }
 }
 
@@ -613,7 +613,7 @@ fn checked(flag: &str, value: Option<String>) -> Result<Option<String>, UsageErr
 }
 
 impl Cli {
-    fn into_invocation(self, prompt: Prompt) -> Result<Invocation, UsageError> {
+    fn into_invocation(self, prompt: PromptRule) -> Result<Invocation, UsageError> {
         let provider = checked("--provider", self.provider)?;
         let model = checked("--model", self.model)?;
         let thinking = checked("--thinking", self.thinking)?;
@@ -698,8 +698,8 @@ impl Cli {
             Mode::Manage(Manage::Reactivate(target("--reactivate", m)?))
         } else if let Some(m) = &self.disable {
             match target("--disable", m)? {
-                Target::Model(m) => Mode::Manage(Manage::Disable(m)),
-                Target::All => {
+                ManageTarget::Model(m) => Mode::Manage(Manage::Disable(m)),
+                ManageTarget::All => {
                     return Err(UsageError(format!(
                         "--disable expects provider/model (got '{m}')"
                     )));
@@ -775,7 +775,7 @@ impl Cli {
         match &mode {
             Mode::Run | Mode::Explain => {
                 // Blank words are no prompt either (found by the random-argv property).
-                if prompt == Prompt::Required && words.iter().all(|w| w.trim().is_empty()) {
+                if prompt == PromptRule::Required && words.iter().all(|w| w.trim().is_empty()) {
                     return Err(UsageError("a prompt is required".to_string()));
                 }
             }
@@ -825,14 +825,14 @@ impl Cli {
 }
 
 /// `provider/model` or `all`.
-fn target(flag: &str, value: &str) -> Result<Target, UsageError> {
+fn target(flag: &str, value: &str) -> Result<ManageTarget, UsageError> {
     let v = value.trim();
     if v == "all" {
-        return Ok(Target::All);
+        return Ok(ManageTarget::All);
     }
     match v.split_once('/') {
         Some((p, m)) if !p.is_empty() && !m.is_empty() && !v.starts_with('-') => {
-            Ok(Target::Model(v.to_string()))
+            Ok(ManageTarget::Model(v.to_string()))
         }
         _ => Err(UsageError(format!(
             "{flag} expects provider/model{} (got '{value}')",

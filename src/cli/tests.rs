@@ -138,7 +138,7 @@ fn management_modes_take_no_prompt() {
     );
     assert_eq!(
         run(&["--reactivate", "all"]).unwrap().mode,
-        Mode::Manage(Manage::Reactivate(Target::All))
+        Mode::Manage(Manage::Reactivate(ManageTarget::All))
     );
     assert_eq!(
         run(&["--disable", "zai/glm-4.6"]).unwrap().mode,
@@ -146,7 +146,7 @@ fn management_modes_take_no_prompt() {
     );
     assert_eq!(
         run(&["--reset", "a/b/c"]).unwrap().mode,
-        Mode::Manage(Manage::Reset(Target::Model("a/b/c".into())))
+        Mode::Manage(Manage::Reset(ManageTarget::Model("a/b/c".into())))
     );
     assert!(
         run(&["--disable", "all"])

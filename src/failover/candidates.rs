@@ -79,7 +79,7 @@ pub fn rank(current: &ModelInfo, pool: &[ModelInfo], filter: &Filter<'_>) -> Vec
 fn admissible(m: &ModelInfo, current_key: &str, f: &Filter<'_>) -> bool {
     let key = m.key();
     key != current_key
-        && !f.tried.contains(&key)
+        && !f.tried.contains(key.as_str())
         && !f.isolated_endpoints.contains(&Keys::of(m).endpoint)
         && !f.capped_providers.contains(&m.provider)
         && f.health.blocked(m, f.now_ms, f.own_leases).is_none()
@@ -274,7 +274,7 @@ mod tests {
         m
     }
 
-    struct Round {
+    struct TestRound {
         tried: BTreeSet<String>,
         isolated: BTreeSet<String>,
         avoided: std::collections::BTreeMap<String, String>,
@@ -285,9 +285,9 @@ mod tests {
         capped: BTreeSet<String>,
     }
 
-    impl Round {
-        fn new() -> Round {
-            Round {
+    impl TestRound {
+        fn new() -> TestRound {
+            TestRound {
                 tried: BTreeSet::new(),
                 isolated: BTreeSet::new(),
                 avoided: std::collections::BTreeMap::new(),
@@ -327,7 +327,7 @@ mod tests {
             };
             rank(current, pool, &filter)
                 .iter()
-                .map(ModelInfo::key)
+                .map(|m| m.key().into())
                 .collect()
         }
 
@@ -357,7 +357,7 @@ mod tests {
             model("c", "glm-4.6"),
         ];
         assert_eq!(
-            Round::new().rank(&current, &pool),
+            TestRound::new().rank(&current, &pool),
             ["c/glm-4.6", "b/qwen3", "a/glm-4.5"]
         );
     }
@@ -380,7 +380,7 @@ mod tests {
             at("zai-2", "glm-4.6", &format!("{zai}/")),
             at("deepseek", "deepseek-chat", "https://api.deepseek.com"),
         ];
-        let r = Round::new();
+        let r = TestRound::new();
         let empty = BTreeSet::new();
         assert_eq!(
             r.rank_with(&current, &pool, &empty, true),
@@ -402,7 +402,7 @@ mod tests {
             ["openrouter/z-ai/glm-4.6", "deepseek/deepseek-chat"]
         );
         // zai's endpoint breaker is open: zai-2 at the same server is left out too.
-        let mut r = Round::new();
+        let mut r = TestRound::new();
         r.fail(
             &Keys::of(&current).endpoint,
             Scope::Endpoint,
@@ -427,7 +427,7 @@ mod tests {
         let current = model("a", "GLM-4.6");
         let pool = [model("b", "qwen3"), model("c", "z-ai/glm-4.6")];
         assert_eq!(
-            Round::new().rank(&current, &pool),
+            TestRound::new().rank(&current, &pool),
             ["c/z-ai/glm-4.6", "b/qwen3"]
         );
     }
@@ -436,7 +436,7 @@ mod tests {
     fn open_provider_breaker_is_skipped() {
         let current = model("a", "m");
         let pool = [model("b", "m"), model("c", "m")];
-        let mut r = Round::new();
+        let mut r = TestRound::new();
         r.fail("b", Scope::Provider, FailureClass::Quota, 1);
         assert_eq!(r.rank(&current, &pool), ["c/m"]);
     }
@@ -445,7 +445,7 @@ mod tests {
     /// same model elsewhere comes first, then a sibling on an uncapped provider.
     #[test]
     fn a_provider_over_its_spend_cap_is_skipped() {
-        let mut r = Round::new();
+        let mut r = TestRound::new();
         let pool = [
             model("a", "m"),
             model("b", "m"),
@@ -468,7 +468,7 @@ mod tests {
             model("d", "m"),
             model("e", "m"),
         ];
-        let mut r = Round::new();
+        let mut r = TestRound::new();
         r.fail("b/m", Scope::Model, FailureClass::Model, 1);
         r.fail(
             &Keys::of(&pool[1]).endpoint,
@@ -489,7 +489,7 @@ mod tests {
             model("c", "m"),
             model("c", "m"),
         ];
-        let mut r = Round::new();
+        let mut r = TestRound::new();
         r.tried.insert("b/m".into());
         assert_eq!(r.rank(&current, &pool), ["c/m"]);
     }
@@ -503,7 +503,7 @@ mod tests {
             with(model("d", "big"), |m| m.context_window = Some(200_000)),
             with(model("e", "smaller"), |m| m.context_window = Some(32_000)),
         ];
-        let mut r = Round::new();
+        let mut r = TestRound::new();
         r.larger_context_than = Some(128_000);
         assert_eq!(r.rank(&current, &pool), ["d/big"]);
     }
@@ -520,7 +520,7 @@ mod tests {
                 m.input = Some(vec!["text".into(), "image".into()])
             }),
         ];
-        let mut r = Round::new();
+        let mut r = TestRound::new();
         r.needs_images = true;
         assert_eq!(r.rank(&current, &pool), ["d/other"]);
         r.needs_images = false;
@@ -539,7 +539,7 @@ mod tests {
             m.base_url = Some("https://backup.example.com/v1".into())
         });
         let pool = [sibling, other_endpoint];
-        let mut r = Round::new();
+        let mut r = TestRound::new();
         r.isolated.insert(Keys::of(&current).endpoint);
         assert_eq!(r.rank(&current, &pool), ["a/m3"]);
     }
@@ -550,7 +550,7 @@ mod tests {
         let current = with(model("a", "m"), |m| m.base_url = Some(url.into()));
         let other = with(model("b", "m"), |m| m.base_url = Some(url.into()));
         assert_ne!(Keys::of(&current).endpoint, Keys::of(&other).endpoint);
-        let mut r = Round::new();
+        let mut r = TestRound::new();
         r.isolated.insert(Keys::of(&current).endpoint);
         assert_eq!(r.rank(&current, &[other]), ["b/m"]);
     }
@@ -563,7 +563,7 @@ mod tests {
             model("c", "zai-org/GLM-4.6"),
             model("d", "qwen3-coder"),
         ];
-        let mut r = Round::new();
+        let mut r = TestRound::new();
         assert_eq!(
             r.rank(&current, &pool),
             ["c/zai-org/GLM-4.6", "b/GLM-4.5", "d/qwen3-coder"]
@@ -576,7 +576,7 @@ mod tests {
     fn history_penalty_orders_otherwise_equal_candidates() {
         let current = model("a", "m");
         let pool = [model("b", "m"), model("c", "m"), model("d", "m")];
-        let mut r = Round::new();
+        let mut r = TestRound::new();
         // Expired failures: not blocking, but remembered.
         r.fail("b", Scope::Provider, FailureClass::Endpoint, 7);
         r.fail("c/m", Scope::Model, FailureClass::Unknown, 1);
@@ -595,7 +595,7 @@ mod tests {
     fn history_penalty_is_capped_at_80() {
         let current = model("a", "m");
         let pool = [model("b", "m"), model("c", "other")];
-        let mut r = Round::new();
+        let mut r = TestRound::new();
         // 3 × 4·log2(1001) ≈ 120 uncapped would lose to the +100 of another model id.
         r.fail("b", Scope::Provider, FailureClass::Endpoint, 1000);
         r.fail("b/m", Scope::Model, FailureClass::Unknown, 1000);
@@ -640,7 +640,7 @@ mod tests {
             }),
         ];
         assert_eq!(
-            Round::new().rank(&current, &pool),
+            TestRound::new().rank(&current, &pool),
             ["e/x", "b/x", "c/x", "d/x"]
         );
     }
@@ -714,7 +714,7 @@ mod tests {
             with(model("c", "other"), |m| m.max_tokens = None),
             with(model("d", "big"), |m| m.max_tokens = Some(32_000)),
         ];
-        let mut r = Round::new();
+        let mut r = TestRound::new();
         assert_eq!(r.rank(&current, &pool), ["b/glm-4.6", "c/other", "d/big"]);
         r.larger_output_than = Some(4096);
         assert_eq!(r.rank(&current, &pool), ["d/big", "b/glm-4.6", "c/other"]);

@@ -30,6 +30,8 @@
 
 pub use crate::health::class::{FailureClass, Scope};
 
+use super::stated::{Stated, stated_reset};
+
 /// What the runner observed when an attempt ended badly.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Observation<'a> {
@@ -41,6 +43,9 @@ pub struct Observation<'a> {
     pub watchdog: bool,
     /// The user interrupted the run (SIGINT/SIGTERM).
     pub user_abort: bool,
+    /// When it was observed (unix ms): a reset the provider stated in words ("try again in 30
+    /// seconds") is read relative to it.
+    pub now_ms: u64,
 }
 
 /// The verdict, with the evidence that decided it (for `-v` and `--json`).
@@ -53,6 +58,9 @@ pub struct Classification {
     /// The marker that matched, e.g. `status 402`, `insufficient_quota`, `余额不足`, `watchdog`.
     /// A word marker is quoted as it appears in the message (ASCII lower-cased).
     pub matched: String,
+    /// When the provider said its limit lifts, read once from the whole text when the
+    /// classification is made (quota and rate limits only; `None` when it did not say).
+    pub stated: Option<Stated>,
 }
 
 /// The HTTP status Pi put at the start of `errorMessage`, in any of the shapes Pi's providers
@@ -540,14 +548,25 @@ const RULES: &[Rule] = &[
     },
 ];
 
-/// Classifies one failed attempt.
+/// Classifies one failed attempt: its class and scope, the evidence, and for a quota or a rate
+/// limit the reset its provider stated.
 pub fn classify(obs: &Observation<'_>) -> Classification {
+    let mut verdict = class_of(obs);
+    if matches!(verdict.class, FailureClass::Quota | FailureClass::RateLimit) {
+        verdict.stated = stated_reset(obs.error_message, obs.now_ms);
+    }
+    verdict
+}
+
+/// The class, scope and evidence of a failed attempt (first rule that matches).
+fn class_of(obs: &Observation<'_>) -> Classification {
     let status = status_prefix(obs.error_message);
     let verdict = |class, scope, matched: String| Classification {
         class,
         scope,
         status,
         matched,
+        stated: None,
     };
     if obs.user_abort && !obs.watchdog {
         return verdict(FailureClass::UserAbort, Scope::Round, "user abort".into());

@@ -109,6 +109,7 @@ fn user_abort_wins_and_never_fails_over() {
         stop_reason: "aborted",
         watchdog: false,
         user_abort: true,
+        ..Observation::default()
     });
     assert_eq!(
         (c.class, c.scope, c.matched.as_str()),
@@ -125,6 +126,7 @@ fn watchdog_is_an_endpoint_timeout_even_with_user_abort_flag() {
             stop_reason: "aborted",
             watchdog: true,
             user_abort,
+            ..Observation::default()
         });
         assert_eq!(
             (c.class, c.scope, c.matched.as_str()),
@@ -667,4 +669,30 @@ fn pi_fixtures_in_fixtures_errors_classify_as_their_file_names_say() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A classification carries the reset its provider stated from the moment it is made: read
+/// once, relative to when the failure was observed, for quotas and rate limits only.
+#[test]
+fn a_quota_or_rate_limit_carries_its_stated_reset() {
+    let now_ms = 1_800_000_000_000;
+    let observe = |error_message: &str| {
+        classify(&Observation {
+            error_message,
+            stop_reason: "error",
+            now_ms,
+            ..Observation::default()
+        })
+    };
+    let c = observe(r#"429: {"error":{"message":"Rate limit reached. Please try again in 30s."}}"#);
+    assert_eq!(c.class, FailureClass::RateLimit);
+    let stated = c.stated.expect("the provider said when");
+    assert_eq!(stated.at_ms, now_ms + 30_000);
+    // The same words on a server error state nothing the breakers use.
+    let c = observe("503: overloaded. Please try again in 30s.");
+    assert_eq!(c.class, FailureClass::Endpoint);
+    assert_eq!(c.stated, None);
+    // A quota that does not say when: none.
+    let c = observe("402: insufficient balance");
+    assert_eq!((c.class, c.stated), (FailureClass::Quota, None));
 }

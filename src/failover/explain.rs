@@ -58,7 +58,7 @@ pub struct Excluded {
 }
 
 /// What the candidate filters look at, for a request that has not been sent yet.
-pub struct Request<'a> {
+pub struct RequestFacts<'a> {
     pub health: &'a Health,
     pub now_ms: u64,
     /// The models inside `--models` (all of Pi's when no scope was given).
@@ -75,11 +75,11 @@ pub struct Request<'a> {
 }
 
 /// Why `m` would not be tried, if it would not.
-pub fn why_excluded(m: &ModelInfo, req: &Request<'_>) -> Option<Excluded> {
+pub fn why_excluded(m: &ModelInfo, req: &RequestFacts<'_>) -> Option<Excluded> {
     let key = m.key();
     let excluded = |code: &'static str, reason: String, remaining_ms: Option<u64>| {
         Some(Excluded {
-            model: key.clone(),
+            model: key.to_string(),
             code,
             reason,
             remaining_ms,
@@ -284,7 +284,7 @@ mod tests {
             1.0,
         );
         let pool = [model("zai"), model("kimi")];
-        let req = Request {
+        let req = RequestFacts {
             health: &h,
             now_ms: now,
             pool: &pool,
@@ -349,7 +349,7 @@ mod server_tests {
             1.0,
         );
         let down = super::super::candidates::down_servers(&pool, &h, 1000);
-        let req = Request {
+        let req = RequestFacts {
             health: &h,
             now_ms: 1000,
             pool: &pool,

@@ -12,4 +12,6 @@ pub mod stated;
 pub mod tokens;
 
 pub use ending::{Exhaustion, Fatal, SetupProblem};
-pub use machine::{Action, Attempt, CapacityOptions, Config, Machine, Note, Options, Outcome};
+pub use machine::{
+    Action, Attempt, CapacityOptions, Config, Input, Machine, Note, Options, Outcome,
+};

@@ -1,5 +1,5 @@
-//! The machine's vocabulary: its inputs (`Config`, `Options`), its outputs (`Action`, `Note`,
-//! `Outcome`, `Attempt`), and the small enums its parts share (the phase, the plan after a
+//! The machine's vocabulary: its settings (`Config`, `Options`), its one input (`Input`), its
+//! outputs (`Action`, `Note`, `Outcome`, `Attempt`), and the small enums its parts share (the phase, the plan after a
 //! failure, which command a response answers, how the request reaches the next model). Pure
 //! data; the parts that keep the state are in `machine/`.
 
@@ -8,9 +8,11 @@ use std::time::{Duration, Instant};
 use super::classify::{Classification, FailureClass};
 use super::explain::Explanation;
 use super::reopen::RetryHint;
+use crate::budget::Spend;
+use crate::capacity::ops::CapacityReply;
 use crate::catalog::ModelInfo;
-use crate::health::Delta;
-use crate::rpc::{Command, Usage};
+use crate::health::{Delta, Health};
+use crate::rpc::{Command, Incoming, Usage};
 
 /// Tunables, from settings and the command line.
 #[derive(Debug, Clone)]
@@ -33,8 +35,7 @@ pub struct Config {
     pub wait: bool,
     /// `--max-inflight`: provider → most requests in flight (its providers must exist).
     pub max_inflight: std::collections::BTreeMap<String, u32>,
-    /// `--max-cost`: the process's spend caps (the spend comes in through
-    /// `Machine::handle_spend`).
+    /// `--max-cost`: the process's spend caps (the spend comes in as `Input::Spend`).
     pub budget: crate::budget::Caps,
 }
 
@@ -62,7 +63,7 @@ pub struct Options {
     /// The run's (or job's) deadline: waiting for a breaker never goes past it.
     pub deadline: Option<Instant>,
     /// The health given at creation is only what this process knew; the store's comes later
-    /// through `handle_health_loaded`. The first request waits for it, but never longer than
+    /// as `Input::HealthLoaded`. The first request waits for it, but never longer than
     /// [`super::machine::HEALTH_GRACE`] after Pi is ready.
     pub health_pending: bool,
     /// Take a capacity slot on a provider before each attempt (see `crate::capacity`); `None`
@@ -73,8 +74,8 @@ pub struct Options {
 /// How this run takes capacity slots.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CapacityOptions {
-    /// The slot id, unique among every process sharing the store (host, process, worker).
-    pub slot: String,
+    /// Who holds the slots this run takes (host, process, worker, job).
+    pub slot: crate::capacity::SlotId,
     /// Where a provider's limit starts when nothing is learned yet (the batch's `--jobs`).
     pub initial: u32,
     /// `--max-inflight`: provider → the most requests in flight.
@@ -93,6 +94,38 @@ impl CapacityOptions {
             cap: self.caps.get(provider).copied(),
         }
     }
+}
+
+/// Everything that happens to a run, as one value: the machine's one way in
+/// ([`super::Machine::handle`]). A new kind of event is one more variant here and one more arm
+/// in `handle`, never another method or a side channel in the driver.
+#[derive(Debug)]
+pub enum Input {
+    /// A line from Pi: an event, or the response to one of the run's commands.
+    Pi(Incoming),
+    /// The store's health for the start of the run (see `Options::health_pending`).
+    HealthLoaded(Health),
+    /// Stored health after this run's record `seq` (other processes' updates merged in; the
+    /// records emitted since are applied again, so the view never goes back in time).
+    HealthStored { seq: u64, health: Health },
+    /// Shared health read again while waiting for a breaker ([`Action::ReloadHealth`]).
+    HealthReloaded(Health),
+    /// The answer to [`Action::ClaimProbe`]: may the run send its probe?
+    ProbeClaimed { granted: bool },
+    /// What capacity operation `id` came to ([`Action::Capacity`] with `reply`).
+    Capacity { id: u64, reply: CapacityReply },
+    /// A capacity slot was given back in this process: a run waiting for one asks again now.
+    SlotFreed,
+    /// The process's spend so far, as the ledger holds it: every job's costs, this run's
+    /// [`Action::Spent`] included (the ledger is the one place a cost is entered).
+    Spend(Spend),
+    /// Stop (a signal, the deadline, a batch halting): abort Pi's run, never fail over.
+    Stop,
+    /// The run is over without the machine ending it (Pi went away, a stop never settled):
+    /// what it holds goes back.
+    Abandon,
+    /// The instant [`super::Machine::poll_deadline`] returned has come.
+    Timeout,
 }
 
 /// Why a run ended.
@@ -133,7 +166,7 @@ pub enum Outcome {
 /// One failed (or successful) attempt, for `-v` and `--json`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Attempt {
-    pub model: String,
+    pub model: crate::catalog::ModelKey,
     /// `None` for the attempt that answered.
     pub failure: Option<Classification>,
     /// Redaction is the caller's job before printing; this is Pi's raw text.
@@ -189,26 +222,28 @@ pub enum Action {
         id: String,
         command: Command,
     },
-    /// Claim the half-open probe lease of a breaker (a `health::probe_target`), then call
-    /// `handle_probe_result`.
+    /// Claim the half-open probe lease of a breaker (a `health::probe_target`); the answer
+    /// comes back as [`Input::ProbeClaimed`].
     ClaimProbe {
         target: crate::health::ProbeTarget,
     },
-    /// Persist this health change; the merged result comes back through `handle_health(seq, ..)`.
+    /// Persist this health change; the merged result comes back as [`Input::HealthStored`].
     Record {
         seq: u64,
         delta: Delta,
     },
-    /// Read shared health again and pass it to `handle_health_reloaded` (while waiting).
+    /// Read shared health again; it comes back as [`Input::HealthReloaded`] (while waiting).
     ReloadHealth,
-    /// Apply this capacity operation; with `reply`, pass its outcome to `handle_capacity(id, ..)`.
+    /// Apply this capacity operation; with `reply`, its outcome comes back as
+    /// [`Input::Capacity`].
     Capacity {
         id: u64,
         op: crate::capacity::ops::CapacityOp,
         reply: bool,
     },
-    /// A model call of this run cost `cost` on `provider` (Pi's `usage.cost`, positive): add
-    /// it to the process's spend, which comes back through `handle_spend`.
+    /// A model call of this run cost `cost` on `provider` (Pi's `usage.cost`, positive and
+    /// finite): enter it in the process's ledger, whose spend comes back as [`Input::Spend`]
+    /// before any other input (the machine does not count it itself).
     Spent {
         provider: String,
         cost: f64,

@@ -7,43 +7,20 @@ use std::process::ExitStatus;
 
 use crate::agent::SpawnError;
 use crate::attach::{AttachError, Prepared};
-use crate::budget::OverBudget;
-use crate::catalog::ModelInfo;
-use crate::failover::explain::Explanation;
-use crate::failover::reopen::RetryHint;
-use crate::failover::{Attempt, Exhaustion, Fatal, SetupProblem};
+use crate::failover::{Attempt, Outcome};
 use crate::signals::Interrupt;
 
-/// How one job ended.
+/// How one job ended: what the failover machine came to, carried as it is, or one of the ways
+/// a job ends around the machine.
 #[derive(Debug)]
 pub enum JobEnd {
-    /// A model gave a complete answer.
-    Answered { text: String, model: ModelInfo },
-    /// `--explain`: what the run would do.
-    Explained(Box<Explanation>),
-    /// No candidate left, or the round window ran out.
-    Exhausted {
-        reason: Exhaustion,
-        last_error: Option<String>,
-        retry: RetryHint,
-        /// No model in scope can take the request (only a smaller one can change that).
-        too_large: bool,
-    },
-    /// The answer was empty and no other model was left to try.
-    EmptyAnswer,
-    /// No further attempt could start for lack of budget (`--max-cost`): the total is
-    /// reached, or every provider that could take the request is over its own cap. A batch
-    /// leaves the job unrecorded, so `--resume` runs it.
-    OverBudget {
-        why: OverBudget,
-        last_error: Option<String>,
-    },
+    /// The machine ended the job: an answer, an explanation, failover run out, an empty
+    /// answer, out of budget (a batch leaves the job unrecorded, so `--resume` runs it), a
+    /// configuration that cannot work (stops a batch), or Pi misbehaving. Never
+    /// [`Outcome::Aborted`]: a job the machine aborted was stopped ([`JobEnd::Stopped`]).
+    Machine(Outcome),
     /// The job was stopped before it ended by itself.
     Stopped(Stop),
-    /// The configuration cannot work (found before any request): stops a batch.
-    Setup(SetupProblem),
-    /// Pi did something the run cannot go on from.
-    Fatal(Fatal),
     /// Pi exited (or spoke garbage) during the job: the session cannot be reused.
     PiLost(PiLoss),
     /// Pi could not be started at all.
@@ -148,7 +125,7 @@ impl Ended {
     /// (`--resume` does not run it again).
     pub fn permanent(&self) -> bool {
         match &self.end {
-            JobEnd::Exhausted { too_large, .. } => *too_large,
+            JobEnd::Machine(Outcome::Exhausted { too_large, .. }) => *too_large,
             JobEnd::Unprepared(Unprepared::Attachment { error, .. }) => error.in_content,
             JobEnd::Unprepared(Unprepared::AllEmpty(_)) | JobEnd::InvalidLine(_) => true,
             _ => false,
@@ -157,7 +134,7 @@ impl Ended {
 
     /// Tokens and cost of the attempt that answered (zero without an answer).
     pub fn answer_usage(&self) -> crate::rpc::Usage {
-        if !matches!(self.end, JobEnd::Answered { .. }) {
+        if !matches!(self.end, JobEnd::Machine(Outcome::Answer { .. })) {
             return crate::rpc::Usage::default();
         }
         self.attempts

@@ -178,7 +178,7 @@ pub fn capacity_options(
     initial: usize,
 ) -> failover::CapacityOptions {
     failover::CapacityOptions {
-        slot: format!("{}:{}", host_name(), std::process::id()),
+        slot: crate::capacity::SlotId::process(&host_name(), std::process::id()),
         initial: u32::try_from(initial.max(1)).unwrap_or(u32::MAX),
         caps: max_inflight(settings, inv),
         // Set per job by the driver.
@@ -188,16 +188,13 @@ pub fn capacity_options(
 
 /// This machine's name, cut to 64 printable characters (`localhost` when it has none).
 fn host_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: `buf` is writable for its whole length, which is what we pass.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    let name: String = String::from_utf8_lossy(&buf[..len])
+    let uname = rustix::system::uname();
+    let name: String = String::from_utf8_lossy(uname.nodename().to_bytes())
         .chars()
         .filter(|c| c.is_ascii_graphic() && *c != ':')
         .take(64)
         .collect();
-    if rc != 0 || name.is_empty() {
+    if name.is_empty() {
         "localhost".to_string()
     } else {
         name

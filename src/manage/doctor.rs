@@ -113,7 +113,7 @@ pub async fn run(
     let mut checks: Vec<Check> = Vec::new();
     // The start model, where the models come from and the keys (warn or FAIL lines), printed
     // after the models they are about.
-    let mut lines_after: Vec<Line> = Vec::new();
+    let mut lines_after: Vec<CheckLine> = Vec::new();
     let pi_path = agent::resolve_program(&settings.pi_command);
     checks.push(match &pi_path {
         Some(p) => Check::new("pi", true, p.display().to_string()),
@@ -192,7 +192,7 @@ pub async fn run(
                         "{} available: {}",
                         m.len(),
                         m.iter()
-                            .map(ModelInfo::key)
+                            .map(|m| m.key().to_string())
                             .take(8)
                             .collect::<Vec<_>>()
                             .join(", ")
@@ -228,14 +228,14 @@ pub async fn run(
             tools.join(", ")
         },
     );
-    let lines: Vec<Line> = checks
+    let lines: Vec<CheckLine> = checks
         .into_iter()
-        .map(Line::from)
+        .map(CheckLine::from)
         .chain(lines_after)
         .chain(key_lines)
-        .chain(std::iter::once(Line::from(tools_check)))
+        .chain(std::iter::once(CheckLine::from(tools_check)))
         .collect();
-    let failed = lines.iter().any(|l| l.level == Level::Fail);
+    let failed = lines.iter().any(|l| l.level == Severity::Fail);
     let text = if json {
         format!(
             "{}\n",
@@ -243,7 +243,7 @@ pub async fn run(
                 "ok": !failed,
                 "checks": lines.iter().map(|l| json!({
                     "check": l.name,
-                    "ok": l.level != Level::Fail,
+                    "ok": l.level != Severity::Fail,
                     "level": l.level.word(),
                     "detail": l.detail,
                 })).collect::<Vec<_>>(),
@@ -264,42 +264,42 @@ pub async fn run(
 
 /// How a doctor line came out: a warning does not fail `--doctor` (exit 0), a failure does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Level {
+enum Severity {
     Ok,
     Warn,
     Fail,
 }
 
-impl Level {
+impl Severity {
     /// The four-column tag of the text output.
     fn tag(self) -> &'static str {
         match self {
-            Level::Ok => "ok  ",
-            Level::Warn => "warn",
-            Level::Fail => "FAIL",
+            Severity::Ok => "ok  ",
+            Severity::Warn => "warn",
+            Severity::Fail => "FAIL",
         }
     }
 
     fn word(self) -> &'static str {
         match self {
-            Level::Ok => "ok",
-            Level::Warn => "warn",
-            Level::Fail => "fail",
+            Severity::Ok => "ok",
+            Severity::Warn => "warn",
+            Severity::Fail => "fail",
         }
     }
 }
 
 /// One line of `--doctor`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Line {
-    level: Level,
+struct CheckLine {
+    level: Severity,
     name: String,
     detail: String,
 }
 
-impl Line {
-    fn new(level: Level, name: &str, detail: impl Into<String>) -> Line {
-        Line {
+impl CheckLine {
+    fn new(level: Severity, name: &str, detail: impl Into<String>) -> CheckLine {
+        CheckLine {
             level,
             name: name.to_string(),
             detail: detail.into(),
@@ -307,10 +307,10 @@ impl Line {
     }
 }
 
-impl From<Check> for Line {
-    fn from(c: Check) -> Line {
-        Line {
-            level: if c.ok { Level::Ok } else { Level::Fail },
+impl From<Check> for CheckLine {
+    fn from(c: Check) -> CheckLine {
+        CheckLine {
+            level: if c.ok { Severity::Ok } else { Severity::Fail },
             name: c.name,
             detail: c.detail,
         }
@@ -331,9 +331,9 @@ fn start_and_pool(
         None => models.to_vec(),
     };
     let in_pool = |key: &str| pool.iter().any(|m| m.key() == key);
-    let pi_key = pi_start.map(ModelInfo::key);
+    let pi_key: Option<String> = pi_start.map(|m| m.key().into());
     let start = if let Some(wanted) = &inv.model {
-        match pi_key.filter(|k| models.iter().any(|m| &m.key() == k)) {
+        match pi_key.filter(|k| models.iter().any(|m| m.key() == *k)) {
             Some(k) => Some(k),
             None => {
                 return Err(format!(
@@ -346,12 +346,12 @@ fn start_and_pool(
         saved_default
             .filter(|k| in_pool(k))
             .map(str::to_string)
-            .or_else(|| pool.first().map(ModelInfo::key))
+            .or_else(|| pool.first().map(|m| m.key().into()))
     } else if let Some(p) = &inv.provider {
         pi_start
             .filter(|m| &m.provider == p)
             .or_else(|| models.iter().find(|m| &m.provider == p))
-            .map(ModelInfo::key)
+            .map(|m| m.key().into())
     } else {
         pi_key
     };
@@ -366,22 +366,22 @@ fn choice_lines(
     dir: &Path,
     models: &[ModelInfo],
     pi_start: Option<&ModelInfo>,
-) -> Vec<Line> {
+) -> Vec<CheckLine> {
     let saved_default = crate::settings::pi_saved_default(dir);
     let (start, pool) = match start_and_pool(inv, saved_default.as_deref(), models, pi_start) {
         Ok(found) => found,
-        Err(why) => return vec![Line::new(Level::Fail, "primary", why)],
+        Err(why) => return vec![CheckLine::new(Severity::Fail, "primary", why)],
     };
     let Some(start) = start else {
-        return vec![Line::new(
-            Level::Fail,
+        return vec![CheckLine::new(
+            Severity::Fail,
             "primary",
             "no start model: the flags select none of Pi's available models",
         )];
     };
-    let candidates: Vec<String> = pool.iter().map(ModelInfo::key).collect();
+    let candidates: Vec<String> = pool.iter().map(|m| m.key().into()).collect();
     let config = crate::settings::pi_config(dir);
-    let choice = origin::Choice {
+    let choice = origin::StartChoice {
         start: &start,
         candidates: &candidates,
         model_flag: inv.model.is_some(),
@@ -395,9 +395,9 @@ fn choice_lines(
         .iter()
         .find(|f| matches!(f, origin::Finding::NoPrimary { .. }))
     {
-        Some(f) => lines.push(Line::new(Level::Warn, "primary", f.to_string())),
-        None => lines.push(Line::new(
-            Level::Ok,
+        Some(f) => lines.push(CheckLine::new(Severity::Warn, "primary", f.to_string())),
+        None => lines.push(CheckLine::new(
+            Severity::Ok,
             "primary",
             format!(
                 "{start} ({})",
@@ -414,8 +414,8 @@ fn choice_lines(
         .filter(|f| !matches!(f, origin::Finding::NoPrimary { .. }))
         .collect();
     if origin_warnings.is_empty() {
-        lines.push(Line::new(
-            Level::Ok,
+        lines.push(CheckLine::new(
+            Severity::Ok,
             "model origin",
             format!(
                 "all {} candidates, the start model included, are from models.json",
@@ -424,7 +424,11 @@ fn choice_lines(
         ));
     }
     for f in origin_warnings {
-        lines.push(Line::new(Level::Warn, "model origin", f.to_string()));
+        lines.push(CheckLine::new(
+            Severity::Warn,
+            "model origin",
+            f.to_string(),
+        ));
     }
     lines
 }
@@ -432,10 +436,10 @@ fn choice_lines(
 /// `key` lines: a FAIL for every `models.json` key or header that refers to a variable unset
 /// or empty here (Pi then has no such key: cron's near-empty environment is the usual cause),
 /// or one `ok` line. Never shows a value.
-fn key_lines(config: &origin::PiConfig, env: &dyn Fn(&str) -> Option<String>) -> Vec<Line> {
+fn key_lines(config: &origin::PiConfig, env: &dyn Fn(&str) -> Option<String>) -> Vec<CheckLine> {
     if config.models_json_unreadable {
-        return vec![Line::new(
-            Level::Warn,
+        return vec![CheckLine::new(
+            Severity::Warn,
             "keys",
             "models.json is not JSON this runner can read, so its keys were not checked",
         )];
@@ -448,8 +452,8 @@ fn key_lines(config: &origin::PiConfig, env: &dyn Fn(&str) -> Option<String>) ->
             .flat_map(|p| p.api_key.iter().chain(p.headers.iter().map(|(_, v)| v)))
             .map(|v| crate::redact::referenced_vars(v).len())
             .sum();
-        return vec![Line::new(
-            Level::Ok,
+        return vec![CheckLine::new(
+            Severity::Ok,
             "keys",
             if refs == 0 {
                 "models.json refers to no environment variables".to_string()
@@ -460,7 +464,7 @@ fn key_lines(config: &origin::PiConfig, env: &dyn Fn(&str) -> Option<String>) ->
     }
     unset
         .iter()
-        .map(|u| Line::new(Level::Fail, "key", u.to_string()))
+        .map(|u| CheckLine::new(Severity::Fail, "key", u.to_string()))
         .collect()
 }
 
@@ -593,8 +597,8 @@ mod tests {
         let lines = key_lines(&config, &env);
         assert_eq!(
             lines,
-            [Line::new(
-                Level::Fail,
+            [CheckLine::new(
+                Severity::Fail,
                 "key",
                 "provider zhipu: apiKey refers to $ZHIPU_API_KEY, which is not set here (cron \
                  starts with an almost empty environment: source an env file)"
@@ -603,14 +607,14 @@ mod tests {
         let all = |_: &str| Some("v".to_string());
         assert_eq!(
             key_lines(&config, &all),
-            [Line::new(
-                Level::Ok,
+            [CheckLine::new(
+                Severity::Ok,
                 "keys",
                 "all 2 variables models.json refers to are set"
             )]
         );
         let broken = origin::PiConfig::from_texts(Some("{"), None);
-        assert_eq!(key_lines(&broken, &all)[0].level, Level::Warn);
+        assert_eq!(key_lines(&broken, &all)[0].level, Severity::Warn);
         assert_eq!(
             key_lines(&origin::PiConfig::default(), &all)[0].detail,
             "models.json refers to no environment variables"

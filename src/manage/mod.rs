@@ -88,7 +88,7 @@ pub async fn run(
 ) -> Exit {
     let pi_args = &inv.pi_args();
     let json = inv.json;
-    use crate::cli::{Manage as Mode, Target};
+    use crate::cli::{Manage as Mode, ManageTarget};
     let Some(dir) = settings.agent_dir.clone() else {
         return fail(
             console,
@@ -185,8 +185,8 @@ pub async fn run(
         }
         Mode::Reset(target) => {
             let res = match target {
-                Target::All => store.reset_all(now),
-                Target::Model(m) => store.update(now, &mut |h| {
+                ManageTarget::All => store.reset_all(now),
+                ManageTarget::Model(m) => store.update(now, &mut |h| {
                     h.models.remove(m);
                 }),
             };

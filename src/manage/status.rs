@@ -49,7 +49,7 @@ pub struct StatedStatus {
 
 /// The status of every model Pi lists, plus models only the store knows.
 pub fn statuses(models: &[ModelInfo], health: &Health, now_ms: u64) -> Vec<ModelStatus> {
-    let listed: HashSet<String> = models.iter().map(ModelInfo::key).collect();
+    let listed: HashSet<String> = models.iter().map(|m| m.key().into()).collect();
     let mut all: Vec<(ModelInfo, bool)> = models.iter().cloned().map(|m| (m, true)).collect();
     for key in health.models.keys() {
         if !listed.contains(key)

@@ -1,12 +1,13 @@
 //! The result record: the one object `--json` prints for a single run, whatever its exit code
 //! (a usage error included), and the one line a batch writes per job. One type, one writer
-//! ([`Record::line`]), so no exit code can print a different key set. A batch's record is the
+//! ([`ResultRecord::line`]), so no exit code can print a different key set. A batch's record is the
 //! same object with the job's own fields ([`JobFields`]) added, the same for every job.
 
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::exit::Exit;
+use crate::failover::Outcome;
 use crate::failover::reopen::RetryHint;
 use crate::job::{Ended, JobEnd};
 use crate::redact::redact;
@@ -14,7 +15,7 @@ use crate::rpc::Usage;
 
 /// One run's (or one batch job's) result. Field order is the order printed.
 #[derive(Debug, Clone, Serialize)]
-pub struct Record {
+pub struct ResultRecord {
     pub ok: bool,
     /// The answer, only when `ok`.
     pub answer: Option<String>,
@@ -129,7 +130,7 @@ pub struct AttachmentRecord {
     pub sha256: Option<String>,
 }
 
-impl Record {
+impl ResultRecord {
     /// The record of how a job ended: its exit code, the one line that explains a failure and
     /// the retry hint (`output` words them: see `output::record_of`), and the warnings about how
     /// it was served.
@@ -139,7 +140,7 @@ impl Record {
         message: Option<String>,
         retry: Option<&RetryHint>,
         warnings: Vec<Warning>,
-    ) -> Record {
+    ) -> ResultRecord {
         let attempts = ended
             .attempts
             .iter()
@@ -148,7 +149,7 @@ impl Record {
                 // An attempt cut short by a stop has no verdict of its own: the job's ending says.
                 let error = a.error.clone().or_else(|| f.and(message.clone()));
                 AttemptRecord {
-                    model: a.model.clone(),
+                    model: a.model.to_string(),
                     ok: f.is_none(),
                     class: f.map(|f| f.class.as_str()),
                     scope: f.map(|f| f.scope.as_str()),
@@ -161,7 +162,7 @@ impl Record {
             })
             .collect();
         let (answer, model) = match &ended.end {
-            JobEnd::Answered { text, model } => (
+            JobEnd::Machine(Outcome::Answer { text, model }) => (
                 Some(text.clone()),
                 Some(ModelRef {
                     provider: model.provider.clone(),
@@ -180,7 +181,7 @@ impl Record {
             })
             .flatten()
             .map(crate::redact::mask_known_secrets);
-        Record {
+        ResultRecord {
             ok: exit == Exit::Success,
             answer,
             partial,
@@ -206,9 +207,9 @@ impl Record {
 
     /// The record of a run that ended before any job could: a usage or configuration error
     /// (`exit`, with its one-line `message`).
-    pub fn failed(exit: Exit, message: &str) -> Record {
+    pub fn failed(exit: Exit, message: &str) -> ResultRecord {
         let none = UsageRecord::from(&Usage::default());
-        Record {
+        ResultRecord {
             ok: false,
             answer: None,
             partial: None,
@@ -229,7 +230,7 @@ impl Record {
     }
 
     /// The same record as a batch job's result.
-    pub fn for_job(mut self, job: JobFields) -> Record {
+    pub fn for_job(mut self, job: JobFields) -> ResultRecord {
         self.job = Some(job);
         self
     }
@@ -257,7 +258,7 @@ mod tests {
     use crate::job::{Stop, Unprepared};
     use crate::output::record_of;
 
-    fn keys(record: &Record) -> Vec<String> {
+    fn keys(record: &ResultRecord) -> Vec<String> {
         let v: Value = serde_json::from_str(&record.line()).expect("a record is JSON");
         v.as_object().expect("an object").keys().cloned().collect()
     }
@@ -291,7 +292,7 @@ mod tests {
     #[test]
     fn every_ending_has_the_same_keys() {
         let endings = [
-            Ended::bare(JobEnd::EmptyAnswer),
+            Ended::bare(JobEnd::Machine(Outcome::EmptyAnswer)),
             Ended::bare(JobEnd::Stopped(Stop::Deadline)),
             Ended::bare(JobEnd::Stopped(Stop::Signal(
                 crate::signals::Interrupt::Int,
@@ -303,7 +304,7 @@ mod tests {
         for ended in &endings {
             assert_eq!(keys(&record_of(ended, Vec::new())), expected, "{ended:?}");
         }
-        assert_eq!(keys(&Record::failed(Exit::Error, "bad")), expected);
+        assert_eq!(keys(&ResultRecord::failed(Exit::Error, "bad")), expected);
     }
 
     /// The batch record: the same keys plus the job's, whether or not it had files.
@@ -317,7 +318,11 @@ mod tests {
             attachments: Vec::new(),
             content_hash: None,
         };
-        let record = record_of(&Ended::bare(JobEnd::EmptyAnswer), Vec::new()).for_job(job);
+        let record = record_of(
+            &Ended::bare(JobEnd::Machine(Outcome::EmptyAnswer)),
+            Vec::new(),
+        )
+        .for_job(job);
         let mut expected = SINGLE_KEYS.to_vec();
         expected.extend([
             "id",
@@ -336,7 +341,7 @@ mod tests {
     /// A usage error says what was wrong, redacted, with exit code 2.
     #[test]
     fn a_failed_record_carries_the_message() {
-        let r = Record::failed(
+        let r = ResultRecord::failed(
             Exit::Error,
             "unsupported option: --modle (did you mean --model?)",
         );
@@ -348,7 +353,7 @@ mod tests {
             "unsupported option: --modle (did you mean --model?)"
         );
         assert_eq!(v["warnings"], serde_json::json!([]));
-        let secret = Record::failed(
+        let secret = ResultRecord::failed(
             Exit::Error,
             "bad --health-url rediss://:sk-abcdefghijklmnopqrstuv@h",
         );

@@ -148,7 +148,7 @@ impl Response {
     pub fn models(&self) -> Vec<ModelInfo> {
         #[derive(Deserialize)]
         struct Models {
-            models: Vec<Parsed<ModelInfo>>,
+            models: Vec<MaybeParsed<ModelInfo>>,
         }
         self.payload::<Models>()
             .map(|m| m.models.into_iter().filter_map(|p| p.0).collect())
@@ -158,11 +158,11 @@ impl Response {
     /// `data.disposition` of a `prompt` answer (Pi 1.6.0; 0.84.4 sends no data).
     pub fn disposition(&self) -> Option<Disposition> {
         #[derive(Deserialize)]
-        struct Prompt {
+        struct PromptData {
             #[serde(default, deserialize_with = "de::lenient")]
             disposition: Option<Disposition>,
         }
-        self.payload::<Prompt>()?.disposition
+        self.payload::<PromptData>()?.disposition
     }
 
     /// The user messages of a `get_fork_messages` answer, oldest first; none when any of them
@@ -224,12 +224,12 @@ pub struct ForkMessage {
 
 /// A list entry that is `None` when it does not parse as `T`, so one odd entry does not hide
 /// the others. Entries are small (a model's description); each is held as a value to try.
-struct Parsed<T>(Option<T>);
+struct MaybeParsed<T>(Option<T>);
 
-impl<'de, T: DeserializeOwned> Deserialize<'de> for Parsed<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Parsed<T>, D::Error> {
+impl<'de, T: DeserializeOwned> Deserialize<'de> for MaybeParsed<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<MaybeParsed<T>, D::Error> {
         let value = Value::deserialize(d)?;
-        Ok(Parsed(T::deserialize(value).ok()))
+        Ok(MaybeParsed(T::deserialize(value).ok()))
     }
 }
 

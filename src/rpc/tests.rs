@@ -133,7 +133,7 @@ fn models_skip_entries_that_do_not_parse() {
     let r = response(
         r#"{"id":"models","type":"response","command":"get_available_models","success":true,"data":{"models":[{"provider":"a","id":"1","reasoning":true},{"id":"no provider"},7,{"provider":"b","id":"2","reasoning":"yes"},{"provider":"c","id":"3"}]}}"#,
     );
-    let keys: Vec<String> = r.models().iter().map(|m| m.key()).collect();
+    let keys: Vec<String> = r.models().iter().map(|m| m.key().into()).collect();
     assert_eq!(keys, ["a/1", "c/3"]);
     assert!(r.models()[0].reasoning);
     for none in [

@@ -1,7 +1,9 @@
-//! The shape of the source tree (issues 10 and 22): no import cycle at any depth — neither
+//! The shape of the source tree (issues 10, 22 and 30): no import cycle at any depth — neither
 //! between top-level modules (so the layers read top-down) nor between any two modules, a parent
 //! and its child included (a child may use its parent's items, or the parent its child's, not
-//! both) — and no source file outside the test modules grows past ~900 lines.
+//! both) — no import from the core (failover, health, capacity, rpc) up into the shell, no
+//! source file past ~900 lines counted over the whole file, tests included, and no two types
+//! of the same name.
 
 mod modgraph;
 
@@ -20,19 +22,6 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(path);
         }
     }
-}
-
-/// Test code: files named for tests, and everything after a `#[cfg(test)]`.
-fn is_test_file(rel: &Path) -> bool {
-    let name = rel
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    name.contains("test") || name.ends_with("_props") || name == "fuzz"
-}
-
-fn production_part(text: &str) -> &str {
-    text.split("#[cfg(test)]").next().unwrap_or(text)
 }
 
 fn m(path: &str) -> ModPath {
@@ -60,16 +49,93 @@ fn no_source_file_is_too_long() {
     let mut too_long = Vec::new();
     for path in &files {
         let rel = path.strip_prefix(&src).expect("under src");
-        if is_test_file(rel) {
-            continue;
-        }
-        let text = std::fs::read_to_string(path).expect("read");
-        let lines = production_part(&text).lines().count();
+        // The whole file, its tests included: a long test module is a long file too.
+        let lines = std::fs::read_to_string(path).expect("read").lines().count();
         if lines > MAX_LINES {
             too_long.push(format!("{} ({lines} lines)", rel.display()));
         }
     }
+    assert!(files.len() > 100, "the scan sees the tree: {}", files.len());
     assert!(too_long.is_empty(), "over {MAX_LINES} lines: {too_long:?}");
+}
+
+/// The types a file defines at any depth (`struct`, `enum`, `trait`, `type`, `union`), but not
+/// associated types (`type Item = …` in an impl or a trait).
+fn type_names(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for line in text.lines() {
+        let code = line.trim_start();
+        let indented = code.len() != line.len();
+        let code = code
+            .strip_prefix("pub(crate) ")
+            .or_else(|| code.strip_prefix("pub(super) "))
+            .or_else(|| code.strip_prefix("pub "))
+            .unwrap_or(code);
+        for kind in ["struct ", "enum ", "trait ", "type ", "union "] {
+            let Some(rest) = code.strip_prefix(kind) else {
+                continue;
+            };
+            if kind == "type " && indented {
+                continue;
+            }
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if name.starts_with(|c: char| c.is_ascii_uppercase()) {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+/// Issue 30: no two types of the same name in the crate's code (test modules may keep a
+/// reference model of a type they check against, under its own name).
+#[test]
+fn no_two_types_share_a_name() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut seen: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for path in &files {
+        let rel = path.strip_prefix(&src).expect("under src");
+        let stem = rel.file_stem().map(|s| s.to_string_lossy().into_owned());
+        if stem
+            .as_deref()
+            .is_some_and(|s| s.contains("test") || s.ends_with("_props") || s == "fuzz")
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(path).expect("read");
+        let production = text.split("#[cfg(test)]").next().unwrap_or(&text);
+        for name in type_names(production) {
+            seen.entry(name)
+                .or_default()
+                .push(rel.display().to_string());
+        }
+    }
+    assert!(
+        seen.contains_key("Machine") && seen.contains_key("JobEnd"),
+        "the scan sees the types"
+    );
+    let twice: Vec<String> = seen
+        .iter()
+        .filter(|(_, files)| files.len() > 1)
+        .map(|(name, files)| format!("{name}: {}", files.join(", ")))
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "types of the same name:\n{}",
+        twice.join("\n")
+    );
+    // The scanner: associated types are not types of the crate; nested and private ones are.
+    assert_eq!(
+        type_names(
+            "pub struct A;\nimpl X for A {\n    type Item = u8;\n}\n    enum B {}\ntype C = u8;"
+        ),
+        ["A", "B", "C"]
+    );
 }
 
 #[test]
@@ -84,10 +150,24 @@ fn no_module_cycle_at_any_depth() {
     if let Some(cycle) = modgraph::find_cycle(&top) {
         panic!("top-level module cycle: {}", cycle_text(&cycle));
     }
+    // Nothing of the core reaches up into the shell, nor into what the process shares.
+    let core = ["failover", "health", "capacity", "rpc"];
+    let above = [
+        "driver", "batch", "single", "manage", "output", "shared", "job",
+    ];
+    let mut upward = Vec::new();
+    for c in core {
+        for to in &top[&m(&format!("crate::{c}"))] {
+            if above.iter().any(|a| *to == m(&format!("crate::{a}"))) {
+                upward.push(format!("crate::{c} → {}", show(to)));
+            }
+        }
+    }
+    assert!(upward.is_empty(), "core imports the shell: {upward:?}");
     // The scan sees the tree and its edges at all (a broken scanner would pass vacuously):
     // file modules, `#[path]` test files, inline test modules, and edges written each way.
     for module in [
-        "crate::health::store::redis::url::tests",
+        "crate::health::store::redis_store::url::tests",
         "crate::settings::tests",
         "crate::cli::tests::random_argv",
         "crate::fuzz",
@@ -114,7 +194,7 @@ fn no_module_cycle_at_any_depth() {
         ("crate::cli", "crate::cli::hints"),
         ("crate::attach::image::fit", "crate::attach::image::types"),
         (
-            "crate::health::store::redis::url::tests",
+            "crate::health::store::redis_store::url::tests",
             "crate::health::store",
         ),
         ("crate::settings::tests", "crate::settings"),

@@ -51,7 +51,7 @@ pub(super) fn reencode(source: Source, max_base64_len: usize) -> Result<Prepared
     let px = Pixels::from_image(img);
     let transparent = px.transparent();
     let source_bpp = file_len as f64 / area(original_width, original_height);
-    let done = |fit: Attempt, encoding: Encoding| PreparedImage {
+    let done = |fit: FitAttempt, encoding: Encoding| PreparedImage {
         mime_type: encoding.mime_type(),
         base64: BASE64.encode(&fit.data),
         width: fit.width,
@@ -78,7 +78,7 @@ pub(super) fn reencode(source: Source, max_base64_len: usize) -> Result<Prepared
         png_bpp = data.len() as f64 / px.pixel_count();
         if data.len() <= budget {
             let (width, height) = oriented_size(px.width, px.height, orientation);
-            let fit = Attempt {
+            let fit = FitAttempt {
                 data,
                 width,
                 height,
@@ -156,7 +156,7 @@ impl Encoding {
 }
 
 /// An encoded image that fits. `width`/`height` are after orientation.
-struct Attempt {
+struct FitAttempt {
     data: Vec<u8>,
     width: u32,
     height: u32,
@@ -195,13 +195,13 @@ fn shrink(
     bytes_per_pixel_guess: f64,
     budget: usize,
     min_long_side: u32,
-) -> Result<Result<Attempt, Smallest>, ImageError> {
+) -> Result<Result<FitAttempt, Smallest>, ImageError> {
     let (w0, h0) = (px.width, px.height);
     let total = px.pixel_count();
     let target = budget as f64 * TARGET_FILL;
     let mut want_pixels = target / bytes_per_pixel_guess.max(1e-3);
     let mut probes = MAX_PROBES;
-    let mut best: Option<Attempt> = None;
+    let mut best: Option<FitAttempt> = None;
     let mut smallest_fail: Option<Smallest> = None;
     // Pixel counts known to be too big, and known to fit.
     let mut too_big = f64::INFINITY;
@@ -235,7 +235,7 @@ fn shrink(
             fits = p;
             let good_enough = data.len() as f64 >= budget as f64 * GROW_BELOW;
             let (width, height) = oriented_size(w, h, orientation);
-            best = Some(Attempt {
+            best = Some(FitAttempt {
                 data,
                 width,
                 height,
@@ -272,7 +272,7 @@ fn shrink(
     let data = encode(&upright, encoding)?;
     Ok(if data.len() <= budget {
         let (width, height) = oriented_size(w, h, orientation);
-        Ok(Attempt {
+        Ok(FitAttempt {
             data,
             width,
             height,

@@ -1,5 +1,5 @@
-//! The spend caps (`--max-cost`) as this run sees them: the process's spend as the driver last
-//! reported it, plus the calls this run priced since. The caps themselves are pure
+//! The spend caps (`--max-cost`) as this run sees them: the process's spend as the ledger last
+//! reported it (`Input::Spend`). The caps themselves are pure
 //! (`crate::budget`); here is what the run does about them: it reports each call's cost, never
 //! starts an attempt once the total cap is reached (the attempt under way finishes, no next one
 //! follows), and leaves out the providers over their own caps — as an open breaker does, but for
@@ -16,7 +16,7 @@ impl Machine {
     /// The process's spend so far (every batch worker's), including every
     /// [`Action::Spent`] this run has emitted. A run waiting for a breaker to reopen or for a
     /// capacity slot stops waiting once it is out of budget.
-    pub fn handle_spend(&mut self, now: Now, spend: Spend) {
+    pub(super) fn on_spend(&mut self, now: Now, spend: Spend) {
         self.budget.replace(spend);
         if matches!(
             self.phase,
@@ -38,7 +38,9 @@ impl Machine {
             (_, Some(m)) => m.provider.clone(),
             _ => return,
         };
-        if self.budget.spent(&provider, cost) {
+        // Entered once, in the process's ledger: the spend comes back as `Input::Spend` before
+        // any other input, so nothing starts on a view without this cost.
+        if cost.is_finite() && cost > 0.0 {
             self.wire.push(Action::Spent { provider, cost });
         }
     }

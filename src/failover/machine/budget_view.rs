@@ -1,6 +1,5 @@
 //! The spend caps and spend as one run sees them (see `budget`): the process's spend as the
-//! driver last reported it, plus the calls this run priced since, and the providers over their
-//! own caps.
+//! ledger last reported it, and the providers over their own caps.
 
 use std::collections::BTreeSet;
 
@@ -27,16 +26,7 @@ impl BudgetView {
         &self.caps
     }
 
-    /// A call of this run cost `cost` on `provider`; `false` when that changes nothing.
-    pub(super) fn spent(&mut self, provider: &str, cost: f64) -> bool {
-        let changed = self.spend.add(provider, cost);
-        if changed {
-            self.capped = self.caps.capped(&self.spend);
-        }
-        changed
-    }
-
-    /// The process's spend, this run's reported calls included.
+    /// The process's spend as the ledger holds it, this run's reported calls included.
     pub(super) fn replace(&mut self, spend: Spend) {
         self.capped = self.caps.capped(&spend);
         self.spend = spend;

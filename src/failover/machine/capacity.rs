@@ -12,7 +12,7 @@ use super::slot::Ending;
 use super::timers::Timer;
 use super::{Action, Attempt, Machine, Note, Phase, Redispatch, SwitchReason};
 use crate::capacity::ops::{CapacityOp, CapacityReply};
-use crate::capacity::{MAX_PAUSE_MS, Outcome as Decided, Verdict};
+use crate::capacity::{Decided, MAX_PAUSE_MS, Verdict};
 use crate::catalog::ModelInfo;
 use crate::clock::Now;
 use crate::failover::candidates;
@@ -150,7 +150,7 @@ impl Machine {
     }
 
     /// The store's answer to capacity operation `id`.
-    pub fn handle_capacity(&mut self, now: Now, id: u64, reply: CapacityReply) {
+    pub(super) fn on_capacity(&mut self, now: Now, id: u64, reply: CapacityReply) {
         if let Some(providers) = self.slot.take_overdue(id) {
             return self.late_admission(now, providers, reply);
         }
@@ -291,7 +291,7 @@ impl Machine {
     }
 
     /// A slot was given back in this process: a run waiting for one asks again now.
-    pub fn handle_slot_freed(&mut self, now: Now) {
+    pub(super) fn on_slot_freed(&mut self, now: Now) {
         if matches!(self.phase, Phase::AwaitingSlot { .. }) {
             self.timers.stop(Timer::SlotCheck);
             self.slot_check(now);
@@ -317,7 +317,7 @@ impl Machine {
         verdict: &Classification,
         error: &str,
     ) {
-        self.slot.set_pause(stated_pause_ms(error, now.wall_ms));
+        self.slot.set_pause(stated_pause_ms(verdict, now.wall_ms));
         let error = crate::redact::redact_capped(error, 300);
         self.note(
             Note::Detail,
@@ -347,12 +347,11 @@ impl Machine {
         now: Now,
         model: &ModelInfo,
         verdict: &Classification,
-        error: &str,
     ) -> bool {
         verdict.class == FailureClass::RateLimit
             && self.slot.enabled()
             && self.slot.held() == Some(model.provider.as_str())
-            && stated_pause_ms(error, now.wall_ms) <= MAX_PAUSE_MS
+            && stated_pause_ms(verdict, now.wall_ms) <= MAX_PAUSE_MS
     }
 
     /// Carries out [`super::Plan::SlowDown`]: stores the refusal and waits for its verdict.
@@ -371,6 +370,7 @@ impl Machine {
             scope: crate::failover::classify::Scope::Provider,
             status: None,
             matched: String::new(),
+            stated: None,
         });
         self.timers.stop(Timer::SlotRenew);
         let pause_ms = self.slot.take_pause();
@@ -470,14 +470,7 @@ impl Machine {
     ) {
         let keys = Keys::of(&model);
         self.round.mark_tried(keys.model.clone());
-        self.open_breaker(
-            now,
-            &model,
-            &keys,
-            verdict.class,
-            verdict.scope,
-            error.to_string(),
-        );
+        self.open_breaker(now, &model, &keys, &verdict, error);
         self.phase = Phase::Dispatching;
         self.choose_and_switch(now, mode, SwitchReason::Failure(FailureClass::RateLimit));
     }
@@ -491,12 +484,6 @@ impl Machine {
         for (provider, delta) in deferred.into_iter().chain(held) {
             self.apply_unanswered(provider, delta);
         }
-    }
-
-    /// The run is over without the machine ending it (Pi died, a stop never settled): a slot
-    /// still held goes back.
-    pub fn abandon(&mut self, now: Now) {
-        self.give_back_slot(now, Ending::Released);
     }
 
     /// The attempt on the held slot failed (not for capacity): the slot is given up, its
@@ -549,6 +536,7 @@ impl Machine {
                 scope: crate::failover::classify::Scope::Round,
                 status: None,
                 matched: "slot lease lapsed".to_string(),
+                stated: None,
             }),
             error: Some("stopped: the run's capacity slot lapsed while it was stopped".to_string()),
             duration_ms,
@@ -561,9 +549,10 @@ impl Machine {
     }
 }
 
-/// How long the provider said to wait before sending again (0: it did not say), read from the
-/// failure's whole text as Pi gave it.
-fn stated_pause_ms(error: &str, now_ms: u64) -> u64 {
-    crate::failover::stated::stated_reset(error, now_ms)
+/// How long the provider said to wait before sending again (0: it did not say).
+fn stated_pause_ms(verdict: &Classification, now_ms: u64) -> u64 {
+    verdict
+        .stated
+        .as_ref()
         .map_or(0, |s| s.at_ms.saturating_sub(now_ms))
 }

@@ -55,13 +55,12 @@ impl Machine {
         let from = self
             .dispatch
             .current()
-            .map(ModelInfo::key)
-            .unwrap_or_else(|| "?".to_string());
+            .map_or_else(|| "?".to_string(), |m| m.key().into());
         // Counted, logged and announced once Pi has accepted the model (set_model may fail).
         let entry = SwitchEntry {
             at: now.wall_ms,
             from,
-            to: next.key(),
+            to: next.key().into(),
             reason: reason.as_str().to_string(),
         };
         self.dispatch.begin_switch(entry, reason);

@@ -34,7 +34,7 @@ impl DispatchState {
 
     /// The run starts from `model`; `differs`: Pi is on another, so the first dispatch sets it.
     pub(super) fn start_from(&mut self, model: ModelInfo, differs: bool) {
-        self.start_key = Some(model.key());
+        self.start_key = Some(model.key().into());
         self.current = Some(model);
         self.pending_set = differs;
     }
@@ -67,7 +67,7 @@ impl DispatchState {
         model: &ModelInfo,
     ) -> Option<(SwitchEntry, SwitchReason)> {
         let (entry, reason) = self.pending_switch.take()?;
-        (entry.to == model.key()).then_some((entry, reason))
+        (model.key() == entry.to).then_some((entry, reason))
     }
 
     /// Pi refused the model of the pending switch.

@@ -12,7 +12,7 @@ use super::{
 use crate::catalog::ModelInfo;
 use crate::clock::Now;
 use crate::failover::candidates::{self, Filter};
-use crate::failover::classify::{Classification, FailureClass, Scope};
+use crate::failover::classify::{Classification, FailureClass};
 use crate::failover::ending::{Exhaustion, Fatal};
 use crate::failover::reopen::{self, Availability, Blocker, RetryHint, human_ms};
 use crate::failover::stated::{self, Stated};
@@ -38,7 +38,7 @@ impl Machine {
         verdict: Classification,
         error: &str,
     ) -> Plan {
-        if self.is_capacity_signal(now, current, &verdict, error) {
+        if self.is_capacity_signal(now, current, &verdict) {
             self.capacity_signal(now, current, &verdict, error);
             return Plan::SlowDown;
         }
@@ -130,7 +130,7 @@ impl Machine {
         let keys = Keys::of(model);
         self.round.mark_tried(keys.model.clone());
         self.round.failed(verdict.class, candidates::server(model));
-        // The breaker reads the whole text (for a stated reset); what is shown is cut.
+        // The breaker keeps the text redacted and cut by itself; what is shown is cut here.
         let raw = error;
         // Printed and stored error text is redacted and cut to a few hundred characters.
         let error = crate::redact::redact_capped(error, 300);
@@ -144,11 +144,9 @@ impl Machine {
                 verdict.matched
             ),
         );
-        let class = verdict.class;
-        let scope = verdict.scope;
         self.retire_slot(now);
         let duration_ms = self.attempt.ms(now.instant);
-        let partial = (class == FailureClass::Truncated)
+        let partial = (verdict.class == FailureClass::Truncated)
             .then(|| {
                 self.attempt
                     .last_assistant()
@@ -157,14 +155,14 @@ impl Machine {
             .flatten();
         self.tally.push(Attempt {
             partial,
-            model: keys.model.clone(),
-            failure: Some(verdict),
+            model: model.key(),
+            failure: Some(verdict.clone()),
             error: Some(error.clone()),
             duration_ms,
             usage: self.attempt.close(),
             capacity_signal: false,
         });
-        self.open_breaker(now, model, &keys, class, scope, raw.to_string());
+        self.open_breaker(now, model, &keys, &verdict, raw);
         // The probe is over whatever it proved: a lease this run holds on one of the model's
         // breakers goes back, so another run need not wait out the lease's expiry. Only after
         // the failure: each delta is its own commit, and a lease released first would let
@@ -174,21 +172,20 @@ impl Machine {
         }
     }
 
-    /// Records the failure on the breaker of `scope` (announcing it if that opens it), after
+    /// Records the failure on the breaker of its scope (announcing it if that opens it), after
     /// the class's own bookkeeping; some classes open no breaker.
     pub(super) fn open_breaker(
         &mut self,
         now: Now,
         model: &ModelInfo,
         keys: &Keys,
-        class: FailureClass,
-        scope: Scope,
-        error: String,
+        verdict: &Classification,
+        raw: &str,
     ) {
-        // `error` is the failure's text as Pi gave it: the breaker keeps it redacted and cut,
-        // and a quota or rate limit that states when it lifts (read from the whole text)
+        // `raw` is the failure's text as Pi gave it: the breaker keeps it redacted and cut,
+        // and a quota or rate limit that stated when it lifts (read when it was classified)
         // keeps its breaker open until then.
-        let raw = error.as_str();
+        let (class, scope) = (verdict.class, verdict.scope);
         match class {
             FailureClass::UserAbort => return,
             FailureClass::ContextOverflow => {
@@ -220,10 +217,7 @@ impl Machine {
             class,
             error: crate::redact::redact_capped(raw, 300),
         });
-        let stated = matches!(class, FailureClass::Quota | FailureClass::RateLimit)
-            .then(|| stated::stated_reset(raw, now.wall_ms))
-            .flatten();
-        if let Some(s) = stated {
+        if let Some(s) = &verdict.stated {
             self.record(Delta::Stated {
                 key: key.clone(),
                 scope,
@@ -231,7 +225,7 @@ impl Machine {
                 reset: StatedReset {
                     at_ms: s.at_ms,
                     spread_ms: stated_spread_ms(&key, s.at_ms),
-                    words: stated_words(&s),
+                    words: stated_words(s),
                 },
             });
         }
@@ -530,7 +524,7 @@ impl Machine {
                         }),
                         _ => {
                             if soonest.as_ref().is_none_or(|(t, _, _)| 0 < *t) {
-                                soonest = Some((0, m.key(), None));
+                                soonest = Some((0, m.key().into(), None));
                             }
                         }
                     }
@@ -543,7 +537,7 @@ impl Machine {
                     let after = at_ms.saturating_sub(now.wall_ms);
                     if soonest.as_ref().is_none_or(|(t, _, _)| after < *t) {
                         let stated = what.stated_at.map(|at| (m.provider.clone(), at));
-                        soonest = Some((after, m.key(), stated));
+                        soonest = Some((after, m.key().into(), stated));
                     }
                 }
                 Availability::Later { what, .. } => causes.push(Cause {

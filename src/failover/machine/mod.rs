@@ -1,8 +1,42 @@
-//! The failover state machine for one run (one prompt). Sans-IO: Pi's events, command
-//! responses, timeouts, health and interrupts go in through `handle_*` with the current time;
-//! commands to send, health deltas to persist, progress lines and the final outcome come out
-//! through `poll_action`, and the next deadline through `poll_deadline`. Nothing here sleeps,
-//! spawns, reads a clock or touches a file, so every path can be tested with hand-made times.
+//! The failover state machine for one run (one prompt). Sans-IO, in the manner of quinn-proto's
+//! `Connection`: everything that happens to the run goes in as one [`Input`] with the time it
+//! happened; commands to send, health and capacity to store, costs to enter, progress lines
+//! and the final outcome come out as [`Action`]s, and the next instant it must be woken at as
+//! [`Machine::poll_deadline`]. Nothing here sleeps, spawns, reads a clock or touches a file, so
+//! every path can be tested with hand-made times.
+//!
+//! ```text
+//!   Input ──► Machine::handle(now, input) ──► poll_action() ──► Action
+//!     Pi(event or response)                                    Send { id, command }
+//!     HealthLoaded / HealthStored / HealthReloaded             Record { seq, delta }
+//!     ProbeClaimed { granted }                                 ClaimProbe { target }
+//!     Capacity { id, reply } / SlotFreed                       ReloadHealth
+//!     Spend(process spend)                                     Capacity { id, op, reply }
+//!     Stop / Abandon                                           Spent { provider, cost }
+//!     Timeout  ◄── poll_deadline()                             Progress { line, note }
+//!                                                              Finish(Outcome)
+//! ```
+//!
+//! The driver (`driver::Session::run`) is the loop around it:
+//!
+//! ```text
+//!   loop {
+//!       machine.handle(now, input);                   // one input
+//!       while let Some(a) = machine.poll_action() {   // carry out every action
+//!           ...                                        // Finish ends the loop
+//!       }
+//!       input = select(stop, deadline, shared answers, poll_deadline(), Pi);
+//!       now = clock::now();                            // read once per wake-up
+//!   }
+//! ```
+//!
+//! A new feature is one more `Input` variant (what happened) and one more arm in
+//! [`Machine::handle`], plus an `Action` when the world must do something new; never another
+//! method the driver calls, nor a side channel around the machine. What the process shares
+//! (health, capacity slots, the spend ledger) answers on the one channel the driver reads,
+//! already as `Input`s; a new shared fact (say, a provider's learned pace) is one more variant
+//! there too. A deadline of its own (a per-provider watchdog, a wait bound) is a [`Timer`] in
+//! the [`TimerTable`], set with `now` and expiring as `Input::Timeout`.
 //!
 //! A run goes: read state and models → check the user's scope, provider and model against Pi's
 //! registry (`start.rs`) → switch before sending if the start model is known to be dead or cannot
@@ -26,7 +60,7 @@ use std::time::Duration;
 
 use super::classify::{Classification, FailureClass, Observation, classify};
 use super::ending::Fatal;
-pub use super::state::{Action, Attempt, CapacityOptions, Config, Note, Options, Outcome};
+pub use super::state::{Action, Attempt, CapacityOptions, Config, Input, Note, Options, Outcome};
 use super::state::{Phase, Plan, Redispatch, SwitchReason, Tag};
 use crate::catalog::ModelInfo;
 use crate::clock::Now;
@@ -233,7 +267,7 @@ impl Machine {
             .attempts()
             .iter()
             .filter(|a| a.failure.is_some() && seen.insert(a.model.clone()))
-            .map(|a| a.model.clone())
+            .map(|a| a.model.to_string())
             .collect()
     }
 
@@ -244,15 +278,27 @@ impl Machine {
 
     // ----- inputs ---------------------------------------------------------------------------
 
-    /// A newer view of shared health (other processes' updates merged in), as stored after this
-    /// run's record `seq`. Records emitted since are not in it yet and are applied again, so the
-    /// view never goes back in time.
-    pub fn handle_health(&mut self, seq: u64, health: Health) {
-        self.shared.merge(seq, health);
+    /// The machine's one way in: `input` happened at `now`. What to do about it comes out
+    /// through [`Machine::poll_action`], the next instant to be woken at through
+    /// [`Machine::poll_deadline`].
+    pub fn handle(&mut self, now: Now, input: Input) {
+        match input {
+            Input::Pi(msg) => self.on_incoming(now, msg),
+            Input::HealthLoaded(health) => self.on_health_loaded(now, health),
+            Input::HealthStored { seq, health } => self.shared.merge(seq, health),
+            Input::HealthReloaded(health) => self.on_health_reloaded(now, health),
+            Input::ProbeClaimed { granted } => self.on_probe_claimed(now, granted),
+            Input::Capacity { id, reply } => self.on_capacity(now, id, reply),
+            Input::SlotFreed => self.on_slot_freed(now),
+            Input::Spend(spend) => self.on_spend(now, spend),
+            Input::Stop => self.on_stop(now),
+            Input::Abandon => self.give_back_slot(now, slot::Ending::Released),
+            Input::Timeout => self.on_timeout(now),
+        }
     }
 
     /// The store's health for the start of the run (see `Options::health_pending`).
-    pub fn handle_health_loaded(&mut self, now: Now, health: Health) {
+    fn on_health_loaded(&mut self, now: Now, health: Health) {
         self.shared.merge(0, health);
         if self.shared.mark_loaded() {
             self.timers.stop(Timer::HealthGrace);
@@ -261,14 +307,14 @@ impl Machine {
     }
 
     /// Shared health re-read while waiting for a breaker to reopen.
-    pub fn handle_health_reloaded(&mut self, now: Now, health: Health) {
+    fn on_health_reloaded(&mut self, now: Now, health: Health) {
         self.shared.merge(0, health);
         if matches!(self.phase, Phase::Waiting { .. }) {
             self.wake(now);
         }
     }
 
-    pub fn handle_incoming(&mut self, now: Now, msg: Incoming) {
+    fn on_incoming(&mut self, now: Now, msg: Incoming) {
         if self.phase == Phase::Done {
             return;
         }
@@ -332,7 +378,7 @@ impl Machine {
         }
     }
 
-    pub fn handle_timeout(&mut self, now: Now) {
+    fn on_timeout(&mut self, now: Now) {
         if self.timers.expired(Timer::HealthGrace, now.instant) {
             // The store is slow: start with what this process knows rather than fall behind.
             self.timers.stop(Timer::HealthGrace);
@@ -400,7 +446,7 @@ impl Machine {
     }
 
     /// The deadline passed or a signal arrived: abort Pi's run, never fail over.
-    pub fn handle_interrupt(&mut self, now: Now) {
+    fn on_stop(&mut self, now: Now) {
         if self.phase == Phase::Done || self.interrupted {
             return;
         }
@@ -412,7 +458,7 @@ impl Machine {
         }
     }
 
-    pub fn handle_probe_result(&mut self, now: Now, granted: bool) {
+    fn on_probe_claimed(&mut self, now: Now, granted: bool) {
         let Phase::Claiming {
             model,
             mode,
@@ -506,6 +552,7 @@ impl Machine {
                             scope: super::classify::Scope::Model,
                             status: None,
                             matched: "set_model refused".to_string(),
+                            stated: None,
                         },
                         &error,
                     );
@@ -564,6 +611,7 @@ impl Machine {
             stop_reason: "error",
             watchdog: false,
             user_abort: false,
+            now_ms: now.wall_ms,
         });
         match self.dispatch.current().cloned() {
             Some(current) if verdict.class == FailureClass::Auth && !self.interrupted => {
@@ -612,6 +660,7 @@ impl Machine {
             stop_reason: "error",
             watchdog: false,
             user_abort: false,
+            now_ms: now.wall_ms,
         });
         self.dispatch.judged();
         let class = verdict.class;
@@ -711,7 +760,7 @@ impl Machine {
             Some(Plan::Retake) => Plan::Retake,
             _ => {
                 self.dispatch.judged();
-                let (verdict, error) = self.verdict_on(&message, &stop);
+                let (verdict, error) = self.verdict_on(now, &message, &stop);
                 self.judge(now, &current, verdict, &error)
             }
         };
@@ -719,7 +768,7 @@ impl Machine {
     }
 
     /// The classification of a settled attempt that did not answer.
-    fn verdict_on(&mut self, message: &Message, stop: &str) -> (Classification, String) {
+    fn verdict_on(&mut self, now: Now, message: &Message, stop: &str) -> (Classification, String) {
         if self.attempt.take_watchdog_fired() {
             let error = "watchdog: the model stopped responding".to_string();
             let v = classify(&Observation {
@@ -727,6 +776,7 @@ impl Machine {
                 stop_reason: "aborted",
                 watchdog: true,
                 user_abort: false,
+                now_ms: now.wall_ms,
             });
             return (v, error);
         }
@@ -741,6 +791,7 @@ impl Machine {
                 scope: super::classify::Scope::Round,
                 status: None,
                 matched: "finish_reason length".to_string(),
+                stated: None,
             };
             return (
                 v,
@@ -754,6 +805,7 @@ impl Machine {
                 scope: super::classify::Scope::Model,
                 status: None,
                 matched: "empty answer".to_string(),
+                stated: None,
             };
             return (v, "the model returned an empty answer".to_string());
         }
@@ -773,6 +825,7 @@ impl Machine {
             stop_reason: stop,
             watchdog: false,
             user_abort: false,
+            now_ms: now.wall_ms,
         });
         (v, error)
     }

@@ -47,8 +47,8 @@ impl Round {
             .is_some_and(|t| now.saturating_duration_since(t) >= limit)
     }
 
-    pub(super) fn mark_tried(&mut self, model: String) {
-        self.tried.insert(model);
+    pub(super) fn mark_tried(&mut self, model: impl Into<String>) {
+        self.tried.insert(model.into());
     }
 
     pub(super) fn tried(&self) -> &BTreeSet<String> {

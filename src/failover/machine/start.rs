@@ -136,7 +136,7 @@ impl Machine {
         if registry.is_empty() {
             return Err(SetupProblem::NoUsableModel);
         }
-        let keys: Vec<String> = registry.iter().map(ModelInfo::key).collect();
+        let keys: Vec<String> = registry.iter().map(|m| m.key().into()).collect();
         let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
         let (pool, levels) = match self.cfg.models_scope.clone() {
             Some(patterns) => {
@@ -204,7 +204,7 @@ impl Machine {
         }
         if let Some(wanted) = &self.cfg.model
             && let Some(pi_model) = self.pi.pi_model()
-            && !keys.contains(&pi_model.key())
+            && !keys.iter().any(|k| pi_model.key() == *k)
             && !(pi_model.provider == "unknown" && pi_model.id == "unknown")
         {
             return Err(SetupProblem::UnknownModel {
@@ -224,7 +224,7 @@ impl Machine {
             .shared
             .health()
             .models
-            .get(&start.key())
+            .get(start.key().as_str())
             .is_some_and(|r| {
                 r.cooling(now.wall_ms)
                     && r.last_class.as_deref() == Some(FailureClass::ContentPolicy.as_str())
@@ -290,7 +290,7 @@ impl Machine {
             .collect();
         let down_servers =
             candidates::down_servers(self.pi.pool(), self.shared.health(), now.wall_ms);
-        let request = explain::Request {
+        let request = explain::RequestFacts {
             health: self.shared.health(),
             now_ms: now.wall_ms,
             pool: self.pi.pool(),
@@ -303,7 +303,7 @@ impl Machine {
         let mut candidates = Vec::new();
         if start_skipped.is_none() {
             candidates.push(Ranked {
-                model: start.key(),
+                model: start.key().into(),
                 reason: "start model".to_string(),
             });
         }
@@ -311,7 +311,7 @@ impl Machine {
         for m in candidates::rank(start, self.pi.pool(), &filter) {
             if explain::why_excluded(&m, &request).is_none() {
                 candidates.push(Ranked {
-                    model: m.key(),
+                    model: m.key().into(),
                     reason: explain::rank_reason(start, &m, self.shared.health()),
                 });
             }
@@ -320,11 +320,11 @@ impl Machine {
             .pi
             .registry()
             .iter()
-            .filter(|m| !candidates.iter().any(|c| c.model == m.key()))
+            .filter(|m| !candidates.iter().any(|c| m.key() == c.model))
             .filter_map(|m| explain::why_excluded(m, &request))
             .collect();
         Explanation {
-            start_model: start.key(),
+            start_model: start.key().into(),
             start_skipped,
             thinking: self
                 .opts

@@ -15,7 +15,7 @@ use crate::capacity::ops::{CapacityOp, CapacityReply};
 use crate::health::{Delta, Health, ProbeTarget};
 
 /// The state-file schema this build reads and writes; a newer one is left alone
-/// ([`StoreError::NewerSchema`], [`Warning::NewerSchema`]).
+/// ([`StoreError::NewerSchema`], [`StoreWarning::NewerSchema`]).
 pub const SCHEMA_VERSION: u64 = 1;
 
 /// One place health is kept. Implementations are used from one thread at a time.
@@ -97,7 +97,7 @@ pub struct Loaded {
     pub health: Health,
     /// `updated_at` of the file, if there was a valid one.
     pub updated_at: Option<u64>,
-    pub warnings: Vec<Warning>,
+    pub warnings: Vec<StoreWarning>,
 }
 
 /// Result of asking for a provider's half-open probe lease.
@@ -125,7 +125,7 @@ impl Claim {
 
 /// Something wrong with the state file that did not stop the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Warning {
+pub enum StoreWarning {
     /// Unreadable file moved aside; health starts empty.
     Quarantined { moved_to: PathBuf, reason: String },
     /// Unreadable file that could not be moved aside (no lock, read-only dir); health is empty
@@ -139,15 +139,15 @@ pub enum Warning {
     NewerSchema { path: PathBuf, found: u64 },
 }
 
-impl fmt::Display for Warning {
+impl fmt::Display for StoreWarning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Warning::Quarantined { moved_to, reason } => write!(
+            StoreWarning::Quarantined { moved_to, reason } => write!(
                 f,
                 "health state file was unreadable ({reason}); moved it to {} and started with empty health",
                 moved_to.display()
             ),
-            Warning::NotQuarantined {
+            StoreWarning::NotQuarantined {
                 path,
                 reason,
                 error,
@@ -157,7 +157,7 @@ impl fmt::Display for Warning {
                  ({error}); using empty health",
                 path.display()
             ),
-            Warning::NewerSchema { path, found } => write!(
+            StoreWarning::NewerSchema { path, found } => write!(
                 f,
                 "health state file {} has schema version {found}, newer than this build's \
                  {SCHEMA_VERSION}; ignoring it and not saving health (upgrade pi-ccswitch-run)",

@@ -35,7 +35,7 @@ const MAX_BYTES: u64 = 4 * 1024 * 1024;
 const VERSION: u64 = 1;
 
 #[derive(Serialize, Deserialize)]
-struct OnDisk {
+struct CapacityOnDisk {
     version: u64,
     providers: BTreeMap<String, Capacity>,
 }
@@ -113,7 +113,7 @@ impl CapacityFile {
         if bytes.len() as u64 > MAX_BYTES {
             return Ok(BTreeMap::new());
         }
-        Ok(match serde_json::from_slice::<OnDisk>(&bytes) {
+        Ok(match serde_json::from_slice::<CapacityOnDisk>(&bytes) {
             Ok(d) if d.version == VERSION => d.providers,
             _ => BTreeMap::new(),
         })
@@ -121,7 +121,7 @@ impl CapacityFile {
 
     fn write(&self, records: &BTreeMap<String, Capacity>) -> Result<(), StoreError> {
         let path = self.path();
-        let mut bytes = serde_json::to_vec(&OnDisk {
+        let mut bytes = serde_json::to_vec(&CapacityOnDisk {
             version: VERSION,
             providers: records.clone(),
         })

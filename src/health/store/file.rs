@@ -12,7 +12,7 @@
 //!   the lock is held. Everything here blocks: runs call it from the health thread.
 //! - The lock file and the state file are never opened through a symlink (see `lockfile`).
 //! - A corrupt file, or one with a missing/unknown `schema_version`, is renamed to
-//!   `<name>.corrupt-<unix ms>` with a [`Warning`], and the run continues from empty health.
+//!   `<name>.corrupt-<unix ms>` with a [`StoreWarning`], and the run continues from empty health.
 //!   A file with a *newer* schema version belongs to a newer build: it is never moved or
 //!   overwritten; reads see empty health plus a warning, writes fail with
 //!   [`StoreError::NewerSchema`].
@@ -29,7 +29,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::api::{
-    Check, Claim, HealthStore, Loaded, SCHEMA_VERSION, StoreError, Warning, claim_for, io_err,
+    Check, Claim, HealthStore, Loaded, SCHEMA_VERSION, StoreError, StoreWarning, claim_for, io_err,
 };
 use super::disk::{lock_store_file, replace_file};
 use crate::health::{Delta, Health, ProbeTarget, Record, SwitchEntry};
@@ -137,7 +137,7 @@ impl FileStore {
                 warnings: Vec::new(),
             }),
             OnDisk::Newer(found) => Ok(Loaded {
-                warnings: vec![Warning::NewerSchema { path, found }],
+                warnings: vec![StoreWarning::NewerSchema { path, found }],
                 ..Loaded::default()
             }),
             OnDisk::Bad(_) => {
@@ -146,7 +146,7 @@ impl FileStore {
                 match self.read_modify_write(now_ms, |_| (false, ())) {
                     Ok(((), loaded)) => Ok(loaded),
                     Err(StoreError::NewerSchema { path, found }) => Ok(Loaded {
-                        warnings: vec![Warning::NewerSchema { path, found }],
+                        warnings: vec![StoreWarning::NewerSchema { path, found }],
                         ..Loaded::default()
                     }),
                     Err(e) => {
@@ -155,7 +155,7 @@ impl FileStore {
                             _ => "unreadable".to_string(),
                         };
                         Ok(Loaded {
-                            warnings: vec![Warning::NotQuarantined {
+                            warnings: vec![StoreWarning::NotQuarantined {
                                 path,
                                 reason,
                                 error: redact(&e.to_string()),
@@ -236,7 +236,7 @@ impl FileStore {
                 let moved_to = self
                     .quarantine(now_ms)
                     .map_err(io_err("move aside unreadable state file", &path))?;
-                warnings.push(Warning::Quarantined { moved_to, reason });
+                warnings.push(StoreWarning::Quarantined { moved_to, reason });
                 (Health::default(), None)
             }
         };

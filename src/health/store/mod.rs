@@ -1,6 +1,6 @@
 //! Where breaker health lives between runs: one interface, [`HealthStore`], with a state file in
 //! the agent dir ([`file::FileStore`], the default), a Redis server shared by many machines
-//! ([`redis`]) and process memory ([`Memory`], when there is no agent dir). Every store gives
+//! ([`redis_store`]) and process memory ([`Memory`], when there is no agent dir). Every store gives
 //! the same semantics, proven by one behaviour test suite run against each:
 //!
 //! - deltas are applied atomically on top of what other processes wrote, so counts add up;
@@ -15,15 +15,17 @@ pub mod api;
 pub mod capacity_file;
 mod disk;
 pub mod file;
-pub mod redis;
+pub mod redis_store;
 
 use std::time::Duration;
 
 use super::{Delta, Health, ProbeTarget};
 
-pub use api::{Check, Claim, HealthStore, Loaded, SCHEMA_VERSION, StoreError, Warning, claim_for};
+pub use api::{
+    Check, Claim, HealthStore, Loaded, SCHEMA_VERSION, StoreError, StoreWarning, claim_for,
+};
 pub use file::{FileStore, LOCK_FILE, STATE_FILE};
-pub use redis::RedisStore;
+pub use redis_store::RedisStore;
 
 /// The store a run or a management command uses: Redis when a health URL is set, else the
 /// state file in the agent dir, else process memory.
@@ -52,14 +54,14 @@ pub fn open(
 
 /// The password of a Redis health URL as the server gets it (%-escapes decoded), if it parses.
 pub fn redis_url_password(url: &str) -> Option<String> {
-    redis::url::parse(url).ok()?.password
+    redis_store::url::parse(url).ok()?.password
 }
 
 /// The password in a health URL as written (`redis://user:PASSWORD@host`,
 /// `unix://:PASSWORD@/path`, `…?password=PASSWORD`, still %-escaped), for masking; read by the
 /// same parser as [`redis_url_password`].
 pub fn url_password(url: &str) -> Option<String> {
-    redis::url::written_password(url)
+    redis_store::url::written_password(url)
 }
 
 /// Health that lives as long as the process: the store when there is no agent dir, and the

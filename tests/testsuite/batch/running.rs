@@ -5,6 +5,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::support::batch::job;
 use crate::support::*;
 use serde_json::Value;
 
@@ -393,4 +394,77 @@ fn a_line_that_is_not_utf8_is_one_invalid_line() {
             .contains("not UTF-8")
     );
     assert_eq!(rs[2]["exit_code"], 0);
+}
+
+/// Starting Pi never blocks the event loop (issue 30): while the first job streams its answer
+/// (a chunk every 0.5 s), seven more jobs arrive and the other seven of eight workers start
+/// their Pi at once, each start held back 6 s by the reaper (`CCSWITCH_TEST_REAPER_DELAY_MS`,
+/// as a loaded machine may hold it back). A start that waited for the reaper on the event loop
+/// would run the seven starts one after another (their requests 6 s apart, 36 s from first to
+/// last) and freeze the running job meanwhile (its run at least 6 s longer than its stream).
+/// Here the seven requests come together, and the first job is done well within one hold-back.
+#[test]
+fn eight_workers_starting_at_once_keep_every_stream_flowing() {
+    use std::io::Write as _;
+    const HOLD_BACK_MS: u64 = 6000;
+    let mut env = TestEnv::new(PI_MIN, &providers());
+    env.env("CCSWITCH_TEST_REAPER_DELAY_MS", HOLD_BACK_MS.to_string());
+    env.llm.set_default(Behaviour::Slow);
+    let mut cmd = env.cmd([
+        "--batch",
+        "-",
+        "--jobs",
+        "8",
+        "--no-tools",
+        "--provider",
+        "prim",
+        "--model",
+        "m",
+    ]);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let started = std::time::Instant::now();
+    let mut child = cmd.spawn().expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(job(0).as_bytes()).expect("write");
+    stdin.flush().expect("flush");
+    // The first job's answer is streaming: now the other seven workers start.
+    env.llm.wait_requests(1, Duration::from_secs(60));
+    let rest: String = (1..8).map(job).collect();
+    stdin.write_all(rest.as_bytes()).expect("write");
+    drop(stdin);
+    let done = child.wait_with_output().expect("wait");
+    let out = Output {
+        code: done.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&done.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&done.stderr).into_owned(),
+        elapsed: started.elapsed(),
+    };
+    out.assert_success();
+    let rs = results(&out);
+    assert_eq!(rs.len(), 8, "{}", out.dump());
+    for r in &rs {
+        assert_eq!(r["ok"], true, "{r}\n{}", out.dump());
+        assert_eq!(r["attempts"].as_array().map(Vec::len), Some(1), "{r}");
+    }
+    let first = rs.iter().find(|r| r["id"] == "doc-0").expect("doc-0");
+    let first_ms = first["elapsed_ms"].as_u64().expect("elapsed_ms");
+    assert!(
+        first_ms < HOLD_BACK_MS,
+        "the first job's run took {first_ms} ms: held up while other workers' Pi started\n{}",
+        out.dump()
+    );
+    let later: Vec<std::time::Instant> = env.llm.requests().iter().skip(1).map(|r| r.at).collect();
+    assert_eq!(later.len(), 7, "{}", out.dump());
+    let spread = later
+        .iter()
+        .max()
+        .expect("some")
+        .duration_since(*later.iter().min().expect("some"));
+    assert!(
+        spread < Duration::from_millis(HOLD_BACK_MS),
+        "the seven starts ran one after another ({spread:?} from the first request to the last)\n{}",
+        out.dump()
+    );
 }

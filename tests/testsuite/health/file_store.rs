@@ -18,7 +18,7 @@ use pi_ccswitch_run::clock;
 use pi_ccswitch_run::failover::classify::{FailureClass, Scope};
 use pi_ccswitch_run::health::cooldown::PROBE_LEASE_MS;
 use pi_ccswitch_run::health::store::{
-    Claim, FileStore, LOCK_FILE, Loaded, SCHEMA_VERSION, STATE_FILE, StoreError, Warning,
+    Claim, FileStore, LOCK_FILE, Loaded, SCHEMA_VERSION, STATE_FILE, StoreError, StoreWarning,
 };
 use pi_ccswitch_run::health::{Delta, Health, Keys, ProbeTarget, SWITCH_LOG_LEN, SwitchEntry};
 use pi_ccswitch_run::runlog::{LOG_FILE, ROTATE_BYTES as LOG_ROTATE_BYTES, RunLog};
@@ -363,7 +363,7 @@ fn corrupt_or_unknown_version_files_are_quarantined_and_commits_continue() {
         // A plain read moves it aside and says so.
         let loaded = store.load(now).unwrap();
         assert_eq!(loaded.health, Health::default());
-        let [Warning::Quarantined { moved_to, .. }] = loaded.warnings.as_slice() else {
+        let [StoreWarning::Quarantined { moved_to, .. }] = loaded.warnings.as_slice() else {
             panic!("case {i}: {:?}", loaded.warnings);
         };
         let warning = loaded.warnings[0].to_string();
@@ -403,7 +403,7 @@ fn corrupt_or_unknown_version_files_are_quarantined_and_commits_continue() {
             T0,
         )
         .unwrap();
-    let [Warning::Quarantined { moved_to, .. }] = loaded.warnings.as_slice() else {
+    let [StoreWarning::Quarantined { moved_to, .. }] = loaded.warnings.as_slice() else {
         panic!("{:?}", loaded.warnings);
     };
     assert_eq!(
@@ -430,7 +430,7 @@ fn newer_schema_file_is_never_moved_or_overwritten() {
     assert_eq!(loaded.health, Health::default());
     assert!(matches!(
         loaded.warnings.as_slice(),
-        [Warning::NewerSchema { found: 2, .. }]
+        [StoreWarning::NewerSchema { found: 2, .. }]
     ));
     assert!(loaded.warnings[0].to_string().contains("schema version 2"));
 

@@ -105,7 +105,7 @@ fn spend_reported_by_the_driver_counts_before_anything_starts() {
     let mut h = budgeted("1");
     let sent = h.start(model("a", "m1", false, 128_000), pool());
     h.ok_prompt(&sent);
-    h.m.handle_spend(h.now(), spend(&[("b", 0.6), ("c", 0.5)]));
+    h.m.handle(h.now(), Input::Spend(spend(&[("b", 0.6), ("c", 0.5)])));
     h.fail_settled(Q402);
     assert!(matches!(
         h.outcome(),
@@ -120,7 +120,7 @@ fn spend_reported_by_the_driver_counts_before_anything_starts() {
     );
 
     let mut h = budgeted("1");
-    h.m.handle_spend(h.now(), spend(&[("b", 1.0)]));
+    h.m.handle(h.now(), Input::Spend(spend(&[("b", 1.0)])));
     let sent = h.start(model("a", "m1", false, 128_000), pool());
     assert!(sent.is_empty(), "{sent:?}");
     assert!(matches!(
@@ -149,7 +149,7 @@ fn a_provider_over_its_cap_is_passed_over_for_the_rest_of_the_run() {
     assert!(h.commands().contains(&"set_model b/m1".to_string()));
 
     let mut h = budgeted("a=0.01");
-    h.m.handle_spend(h.now(), spend(&[("a", 0.01)]));
+    h.m.handle(h.now(), Input::Spend(spend(&[("a", 0.01)])));
     let sent = h.start(model("a", "m1", false, 128_000), pool());
     assert_eq!(
         notes(&mut h, Note::Start),
@@ -172,7 +172,10 @@ fn a_provider_over_its_cap_is_passed_over_for_the_rest_of_the_run() {
 #[test]
 fn nothing_left_to_spend_on_is_out_of_budget() {
     let mut h = budgeted("a=1,b=1,c=1");
-    h.m.handle_spend(h.now(), spend(&[("a", 1.0), ("b", 2.0), ("c", 1.5)]));
+    h.m.handle(
+        h.now(),
+        Input::Spend(spend(&[("a", 1.0), ("b", 2.0), ("c", 1.5)])),
+    );
     let sent = h.start(model("a", "m1", false, 128_000), pool());
     assert!(sent.is_empty());
     match h.outcome() {
@@ -187,7 +190,7 @@ fn nothing_left_to_spend_on_is_out_of_budget() {
     }
     // One provider without a cap (or under it) left: failover goes there.
     let mut h = budgeted("a=1,b=1");
-    h.m.handle_spend(h.now(), spend(&[("a", 1.0), ("b", 2.0)]));
+    h.m.handle(h.now(), Input::Spend(spend(&[("a", 1.0), ("b", 2.0)])));
     let sent = h.start(model("a", "m1", false, 128_000), pool());
     assert!(
         sent.iter()
@@ -237,9 +240,9 @@ fn a_waiting_run_ends_when_the_budget_runs_out() {
     );
     h.start(model("a", "m1", false, 128_000), two_providers());
     assert!(h.m.waiting_until().is_some());
-    h.m.handle_spend(h.now(), spend(&[("c", 0.5)]));
+    h.m.handle(h.now(), Input::Spend(spend(&[("c", 0.5)])));
     assert!(h.m.outcome().is_none(), "under the cap: still waiting");
-    h.m.handle_spend(h.now(), spend(&[("c", 1.0)]));
+    h.m.handle(h.now(), Input::Spend(spend(&[("c", 1.0)])));
     assert!(matches!(h.outcome(), Outcome::OverBudget { .. }));
     assert_eq!(h.m.poll_deadline(), None);
 }
@@ -271,7 +274,7 @@ fn a_prompt_being_set_up_is_not_sent_once_the_budget_is_spent() {
     let sent = h.answer_fork(sent);
     let (id, cmd) = sent.last().cloned().expect("set_model");
     assert!(matches!(cmd, Command::SetModel { .. }), "{cmd:?}");
-    h.m.handle_spend(h.now(), spend(&[("b", 1.0)]));
+    h.m.handle(h.now(), Input::Spend(spend(&[("b", 1.0)])));
     h.respond(&id, "set_model", true, json!({}));
     assert!(
         !h.sent()
@@ -307,14 +310,16 @@ fn a_job_waiting_for_a_slot_stops_when_the_budget_is_spent_elsewhere() {
             _ => None,
         })
         .expect("an admission");
-    h.m.handle_capacity(
+    h.m.handle(
         h.now(),
-        id,
-        crate::capacity::ops::CapacityReply::Full { next_expiry: None },
+        Input::Capacity {
+            id,
+            reply: crate::capacity::ops::CapacityReply::Full { next_expiry: None },
+        },
     );
     assert!(h.m.awaiting_slot());
     h.advance(50);
-    h.m.handle_spend(h.now(), spend(&[("b", 1.0)]));
+    h.m.handle(h.now(), Input::Spend(spend(&[("b", 1.0)])));
     assert!(
         matches!(h.outcome(), Outcome::OverBudget { .. }),
         "{:?}",

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::capacity::ops::{CapacityOp, CapacityReply};
-use crate::capacity::{CapacityDelta, Change, Outcome as Decided, Verdict};
+use crate::capacity::{CapacityDelta, Change, Decided, Verdict};
 use crate::failover::machine::HEALTH_GRACE;
 use crate::failover::machine::capacity::{SLOT_POLL, SLOT_RENEW};
 
@@ -34,13 +34,15 @@ impl H {
 
     fn grant(&mut self, index: usize) -> Vec<(String, Command)> {
         let (id, _) = self.last_admission();
-        self.m.handle_capacity(
+        self.m.handle(
             self.now(),
-            id,
-            CapacityReply::Admitted {
-                index,
-                limit: 2,
-                in_flight: 1,
+            Input::Capacity {
+                id,
+                reply: CapacityReply::Admitted {
+                    index,
+                    limit: 2,
+                    in_flight: 1,
+                },
             },
         );
         self.sent()
@@ -48,8 +50,13 @@ impl H {
 
     fn full(&mut self) {
         let (id, _) = self.last_admission();
-        self.m
-            .handle_capacity(self.now(), id, CapacityReply::Full { next_expiry: None });
+        self.m.handle(
+            self.now(),
+            Input::Capacity {
+                id,
+                reply: CapacityReply::Full { next_expiry: None },
+            },
+        );
     }
 
     /// Every give-back (`Apply`) so far, as (provider, kind).
@@ -162,14 +169,14 @@ fn every_choice_full_waits_and_asks_again_on_a_poll_or_a_freed_slot() {
     assert_eq!(h.m.poll_deadline(), Some(h.now().instant + SLOT_POLL));
     let (first, _) = h.last_admission();
     h.advance(SLOT_POLL.as_millis() as u64);
-    h.m.handle_timeout(h.now());
+    h.m.handle(h.now(), Input::Timeout);
     let (second, choices) = h.last_admission();
     assert!(second > first, "asked again");
     assert_eq!(choices[0], "a", "the primary stays first in line");
     h.full();
     // A slot given back in this process wakes the run at once.
     h.advance(10);
-    h.m.handle_slot_freed(h.now());
+    h.m.handle(h.now(), Input::SlotFreed);
     let (third, _) = h.last_admission();
     assert!(third > second);
     let sent = h.grant(0);
@@ -179,7 +186,13 @@ fn every_choice_full_waits_and_asks_again_on_a_poll_or_a_freed_slot() {
         SLOT_POLL.as_millis() as u64 + 10
     );
     // A reply to an older admission changes nothing.
-    h.m.handle_capacity(h.now(), first, CapacityReply::Full { next_expiry: None });
+    h.m.handle(
+        h.now(),
+        Input::Capacity {
+            id: first,
+            reply: CapacityReply::Full { next_expiry: None },
+        },
+    );
     assert!(!h.m.awaiting_slot());
 }
 
@@ -196,7 +209,7 @@ fn a_slow_admission_sends_the_request_at_the_grace_and_keeps_the_late_slot() {
     let (first, _) = h.last_admission();
     assert_eq!(h.m.poll_deadline(), Some(ready + HEALTH_GRACE));
     h.advance(HEALTH_GRACE.as_millis() as u64);
-    h.m.handle_timeout(h.now());
+    h.m.handle(h.now(), Input::Timeout);
     let sent = h.sent();
     assert!(
         sent.iter()
@@ -205,13 +218,15 @@ fn a_slow_admission_sends_the_request_at_the_grace_and_keeps_the_late_slot() {
     );
     h.ok_prompt(&sent);
     h.advance(100);
-    h.m.handle_capacity(
+    h.m.handle(
         h.now(),
-        first,
-        CapacityReply::Admitted {
-            index: 0,
-            limit: 2,
-            in_flight: 1,
+        Input::Capacity {
+            id: first,
+            reply: CapacityReply::Admitted {
+                index: 0,
+                limit: 2,
+                in_flight: 1,
+            },
         },
     );
     assert!(
@@ -231,16 +246,18 @@ fn a_late_slot_elsewhere_is_given_back_and_a_failover_waits_for_its_slot() {
     h.start(model("a", "m1", false, 128_000), pool());
     let (first, _) = h.last_admission();
     h.advance(HEALTH_GRACE.as_millis() as u64);
-    h.m.handle_timeout(h.now());
+    h.m.handle(h.now(), Input::Timeout);
     let sent = h.sent();
     h.ok_prompt(&sent);
-    h.m.handle_capacity(
+    h.m.handle(
         h.now(),
-        first,
-        CapacityReply::Admitted {
-            index: 1,
-            limit: 2,
-            in_flight: 1,
+        Input::Capacity {
+            id: first,
+            reply: CapacityReply::Admitted {
+                index: 1,
+                limit: 2,
+                in_flight: 1,
+            },
         },
     );
     assert_eq!(h.give_backs(), [("b".to_string(), "release")]);
@@ -251,7 +268,7 @@ fn a_late_slot_elsewhere_is_given_back_and_a_failover_waits_for_its_slot() {
     assert!(second > first, "a new admission");
     assert_eq!(choices[0], "b");
     h.advance(5000);
-    h.m.handle_timeout(h.now());
+    h.m.handle(h.now(), Input::Timeout);
     assert!(h.sent().is_empty(), "nothing sent without the slot");
     let sent = h.grant(0);
     h.complete_redispatch(sent);
@@ -266,7 +283,7 @@ fn a_batch_jobs_first_slot_waits_for_the_store() {
     h.start(model("a", "m1", false, 128_000), pool());
     h.last_admission();
     h.advance(2000);
-    h.m.handle_timeout(h.now());
+    h.m.handle(h.now(), Input::Timeout);
     assert!(h.sent().is_empty(), "nothing sent without the slot");
     let sent = h.grant(0);
     h.ok_prompt(&sent);
@@ -283,13 +300,15 @@ fn a_capacity_signal_cuts_the_limit_and_goes_elsewhere_without_a_breaker() {
     h.fail_settled(RL);
     assert_eq!(h.give_backs(), [("a".to_string(), "refused")]);
     let id = h.last_refusal_id();
-    h.m.handle_capacity(
+    h.m.handle(
         h.now(),
-        id,
-        CapacityReply::Applied(Decided::Refused(Verdict::SlowDown(Change {
-            from: 2,
-            to: 1,
-        }))),
+        Input::Capacity {
+            id,
+            reply: CapacityReply::Applied(Decided::Refused(Verdict::SlowDown(Change {
+                from: 2,
+                to: 1,
+            }))),
+        },
     );
     let (_, choices) = h.last_admission();
     assert!(
@@ -398,10 +417,12 @@ fn refused_at_one_again_and_again_is_a_rate_limit_with_a_breaker() {
     h.ok_prompt(&sent);
     h.fail_settled(RL);
     let id = h.last_refusal_id();
-    h.m.handle_capacity(
+    h.m.handle(
         h.now(),
-        id,
-        CapacityReply::Applied(Decided::Refused(Verdict::RateLimited)),
+        Input::Capacity {
+            id,
+            reply: CapacityReply::Applied(Decided::Refused(Verdict::RateLimited)),
+        },
     );
     assert!(
         h.deltas().iter().any(|d| matches!(
@@ -431,18 +452,20 @@ fn with_no_other_candidate_a_signal_waits_for_the_provider() {
     h.fail_settled(RL);
     let id = h.last_refusal_id();
     let (before, _) = h.last_admission();
-    h.m.handle_capacity(
+    h.m.handle(
         h.now(),
-        id,
-        CapacityReply::Applied(Decided::Refused(Verdict::SlowDown(Change {
-            from: 1,
-            to: 1,
-        }))),
+        Input::Capacity {
+            id,
+            reply: CapacityReply::Applied(Decided::Refused(Verdict::SlowDown(Change {
+                from: 1,
+                to: 1,
+            }))),
+        },
     );
     assert!(h.m.awaiting_slot(), "no request goes straight back");
     assert_eq!(h.last_admission().0, before, "nothing asked yet");
     h.advance(SLOT_POLL.as_millis() as u64);
-    h.m.handle_timeout(h.now());
+    h.m.handle(h.now(), Input::Timeout);
     let (_, choices) = h.last_admission();
     assert_eq!(choices, ["a"]);
 }
@@ -458,11 +481,11 @@ fn a_held_slot_is_renewed_and_goes_back_when_the_run_is_interrupted() {
     for _ in 0..3 {
         h.advance(SLOT_RENEW.as_millis() as u64);
         h.event(json!({"type": "message_update"}));
-        h.m.handle_timeout(h.now());
+        h.m.handle(h.now(), Input::Timeout);
     }
     let renewals = h.give_backs().iter().filter(|(_, k)| *k == "renew").count();
     assert_eq!(renewals, 3);
-    h.m.handle_interrupt(h.now());
+    h.m.handle(h.now(), Input::Stop);
     h.settle();
     assert!(matches!(h.outcome(), Outcome::Aborted));
     assert_eq!(
@@ -494,7 +517,7 @@ fn an_interrupt_while_waiting_for_a_slot_ends_the_run_at_once() {
     let mut h = slotted();
     h.start(model("a", "m1", false, 128_000), pool());
     h.full();
-    h.m.handle_interrupt(h.now());
+    h.m.handle(h.now(), Input::Stop);
     assert!(matches!(h.outcome(), Outcome::Aborted));
     assert!(
         h.give_backs().is_empty(),

@@ -197,7 +197,7 @@ fn with_waiting_a_run_waits_for_the_stated_reset_and_its_place_in_the_spread() {
     );
     // Reopened at 20 s, but this job's place is 23.25 s: a check then, no request before.
     h.advance(21_000);
-    h.m.handle_health_reloaded(h.now(), health.clone());
+    h.m.handle(h.now(), Input::HealthReloaded(health.clone()));
     assert!(h.sent().is_empty(), "not before its place in the spread");
     assert_eq!(
         h.m.poll_deadline(),
@@ -205,9 +205,9 @@ fn with_waiting_a_run_waits_for_the_stated_reset_and_its_place_in_the_spread() {
         "the next check"
     );
     h.advance(2_250);
-    h.m.handle_timeout(h.now());
+    h.m.handle(h.now(), Input::Timeout);
     assert!(h.drain().contains(&Action::ReloadHealth));
-    h.m.handle_health_reloaded(h.now(), health);
+    h.m.handle(h.now(), Input::HealthReloaded(health));
     let sent = h.sent();
     assert_eq!(
         sent.last().map(|(_, c)| c.clone()),

@@ -20,7 +20,7 @@ use super::{Backend, File, Redis, together};
 use crate::support::{worker_order, worker_process};
 use pi_ccswitch_run::capacity::ops::{CapacityOp, CapacityReply, Choice};
 use pi_ccswitch_run::capacity::{
-    Capacity, CapacityDelta, Change, DEFAULT_LEASE_TTL_MS, Limits, MAX_LEASE_TTL_MS, Outcome,
+    Capacity, CapacityDelta, Change, DEFAULT_LEASE_TTL_MS, Decided, Limits, MAX_LEASE_TTL_MS,
     PROBE_ANSWERS, Renewal, Verdict,
 };
 use pi_ccswitch_run::health::store::capacity_file::CAPACITY_FILE;
@@ -115,7 +115,7 @@ fn granted_on(reply: CapacityReply) -> Option<usize> {
     }
 }
 
-fn apply(s: &mut dyn HealthStore, provider: &str, delta: CapacityDelta) -> Outcome {
+fn apply(s: &mut dyn HealthStore, provider: &str, delta: CapacityDelta) -> Decided {
     let op = CapacityOp::Apply {
         provider: provider.into(),
         delta,
@@ -126,7 +126,7 @@ fn apply(s: &mut dyn HealthStore, provider: &str, delta: CapacityDelta) -> Outco
     }
 }
 
-fn answered(s: &mut dyn HealthStore, choice: &Choice, slot: &str) -> Outcome {
+fn answered(s: &mut dyn HealthStore, choice: &Choice, slot: &str) -> Decided {
     let delta = CapacityDelta::Answered {
         at: now_ms(),
         slot: slot.into(),
@@ -135,7 +135,7 @@ fn answered(s: &mut dyn HealthStore, choice: &Choice, slot: &str) -> Outcome {
     apply(s, &choice.provider, delta)
 }
 
-fn refused(s: &mut dyn HealthStore, choice: &Choice, slot: &str) -> Outcome {
+fn refused(s: &mut dyn HealthStore, choice: &Choice, slot: &str) -> Decided {
     let delta = CapacityDelta::Refused {
         at: now_ms(),
         slot: slot.into(),
@@ -145,7 +145,7 @@ fn refused(s: &mut dyn HealthStore, choice: &Choice, slot: &str) -> Outcome {
     apply(s, &choice.provider, delta)
 }
 
-fn release(s: &mut dyn HealthStore, provider: &str, slot: &str) -> Outcome {
+fn release(s: &mut dyn HealthStore, provider: &str, slot: &str) -> Decided {
     let delta = CapacityDelta::Release {
         at: now_ms(),
         slot: slot.into(),
@@ -225,7 +225,7 @@ fn admission_takes_the_first_choice_with_room_and_overflows_past_known_limits_on
     // …until it refuses: then its limit is known, and a full c overflows to d.
     assert!(matches!(
         refused(&mut *two, &uncapped("c"), "y2"),
-        Outcome::Refused(Verdict::SlowDown(Change { from: 2, to: 1 }))
+        Decided::Refused(Verdict::SlowDown(Change { from: 2, to: 1 }))
     ));
     assert_eq!(granted_on(admit(&mut *one, "y3", slow())), Some(1));
     // An admission that gives back the caller's previous slot in the same step.
@@ -258,12 +258,12 @@ fn a_slot_given_back_is_free_for_the_next_admission(b: &dyn Backend) {
     // A clean answer gives the slot back: the next admission goes back to the primary.
     assert!(matches!(
         answered(&mut *one, &capped("a", 1), "s1"),
-        Outcome::Answered(Change { from: 1, to: 1 })
+        Decided::Answered(Change { from: 1, to: 1 })
     ));
     assert_eq!(granted_on(admit(&mut *two, "s3", both())), Some(0));
     // A release (no evidence either way) frees it too; releasing again finds nothing held.
-    assert_eq!(release(&mut *one, "b", "s2"), Outcome::Released(true));
-    assert_eq!(release(&mut *two, "b", "s2"), Outcome::Released(false));
+    assert_eq!(release(&mut *one, "b", "s2"), Decided::Released(true));
+    assert_eq!(release(&mut *two, "b", "s2"), Decided::Released(false));
     assert_eq!(granted_on(admit(&mut *one, "s4", both())), Some(1));
     // A refusal gives its slot back as well.
     refused(&mut *two, &capped("a", 1), "s3");
@@ -283,7 +283,7 @@ fn refusals_cut_the_limit_and_refusals_at_one_are_a_rate_limit(b: &dyn Backend) 
     assert_eq!(granted_on(admit(&mut *two, "s2", vec![p.clone()])), Some(0));
     assert!(matches!(
         answered(&mut *one, &p, "s1"),
-        Outcome::Answered(Change { from: 2, to: 3 })
+        Decided::Answered(Change { from: 2, to: 3 })
     ));
     for slot in ["s1", "s3"] {
         assert_eq!(granted_on(admit(&mut *one, slot, vec![p.clone()])), Some(0));
@@ -292,7 +292,7 @@ fn refusals_cut_the_limit_and_refusals_at_one_are_a_rate_limit(b: &dyn Backend) 
     // never as many as were refused), for every process.
     assert_eq!(
         refused(&mut *two, &p, "s3"),
-        Outcome::Refused(Verdict::SlowDown(Change { from: 3, to: 2 }))
+        Decided::Refused(Verdict::SlowDown(Change { from: 3, to: 2 }))
     );
     let r = record(b, "p");
     assert_eq!((r.limit, r.congested, r.refused_at), (2, true, 3), "{r:?}");
@@ -311,7 +311,7 @@ fn refusals_cut_the_limit_and_refusals_at_one_are_a_rate_limit(b: &dyn Backend) 
     for _ in 0..2 {
         assert!(matches!(
             refuse_alone(&mut *one),
-            Outcome::Refused(Verdict::SlowDown(_))
+            Decided::Refused(Verdict::SlowDown(_))
         ));
     }
     assert_eq!(granted_on(admit(&mut *two, "t", vec![q.clone()])), Some(0));
@@ -319,12 +319,12 @@ fn refusals_cut_the_limit_and_refusals_at_one_are_a_rate_limit(b: &dyn Backend) 
     for _ in 0..2 {
         assert!(matches!(
             refuse_alone(&mut *two),
-            Outcome::Refused(Verdict::SlowDown(_))
+            Decided::Refused(Verdict::SlowDown(_))
         ));
     }
     assert_eq!(
         refuse_alone(&mut *one),
-        Outcome::Refused(Verdict::RateLimited),
+        Decided::Refused(Verdict::RateLimited),
         "the count is shared by every process"
     );
 }
@@ -338,12 +338,12 @@ fn a_cut_limit_is_probed_up_again_after_enough_clean_answers(b: &dyn Backend) {
     assert_eq!(granted_on(admit(&mut *two, "s2", vec![p.clone()])), Some(0));
     assert_eq!(
         refused(&mut *two, &p, "s2"),
-        Outcome::Refused(Verdict::SlowDown(Change { from: 2, to: 1 }))
+        Decided::Refused(Verdict::SlowDown(Change { from: 2, to: 1 }))
     );
     // Granted under the old limit: its answer is no evidence for the new one.
     assert_eq!(
         answered(&mut *one, &p, "s1"),
-        Outcome::Answered(Change { from: 1, to: 1 })
+        Decided::Answered(Change { from: 1, to: 1 })
     );
     // Raising onto the refused level is a probe: it waits for PROBE_ANSWERS clean answers
     // at one in flight, wherever they were answered, and every handle sees the limit rise.
@@ -363,7 +363,7 @@ fn a_cut_limit_is_probed_up_again_after_enough_clean_answers(b: &dyn Backend) {
         let to = if n == PROBE_ANSWERS { 2 } else { 1 };
         assert_eq!(
             answered(s, &p, slot),
-            Outcome::Answered(Change { from: 1, to }),
+            Decided::Answered(Change { from: 1, to }),
             "answer {n}"
         );
         let r = record(b, "p");
@@ -409,7 +409,7 @@ fn hold_once(
     let seen = witness(1);
     std::thread::sleep(hold);
     witness(-1);
-    assert!(matches!(answered(s, choice, slot), Outcome::Answered(_)));
+    assert!(matches!(answered(s, choice, slot), Decided::Answered(_)));
     seen
 }
 
@@ -592,7 +592,7 @@ fn leases_run_out_after_their_ttl_unless_renewed(b: &dyn Backend) {
         };
         assert_eq!(
             apply(&mut *holder, "p", renew),
-            Outcome::Renewal(Renewal::Renewed)
+            Decided::Renewal(Renewal::Renewed)
         );
         assert_eq!(in_flight(b, "p"), 1);
     }
@@ -628,7 +628,7 @@ fn leases_run_out_after_their_ttl_unless_renewed(b: &dyn Backend) {
     };
     assert_eq!(
         apply(&mut *other, "p", late),
-        Outcome::Renewal(Renewal::Restored)
+        Decided::Renewal(Renewal::Restored)
     );
     assert_eq!(in_flight(b, "p"), 2);
 }

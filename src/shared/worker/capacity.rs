@@ -1,14 +1,14 @@
-//! The worker's capacity operations (issue 23): on the store, or on this process's own records
+//! The store worker's capacity operations (issue 23): on the store, or on this process's own records
 //! while the store is down.
 
 use std::collections::BTreeMap;
 
-use super::{Done, Op, Outcome, Worker};
+use super::{Op, OpDone, OpResult, StoreWorker};
 use crate::capacity::Capacity;
 use crate::capacity::ops::{CapacityOp, CapacityReply};
 use crate::health::store::{HealthStore as _, StoreError};
 
-impl Worker {
+impl StoreWorker {
     /// A capacity operation on the store, or on this process's own records while the store is
     /// down (per-process limits: never worse than no limits, and the answer is never lost).
     pub(super) fn capacity(&mut self, op: CapacityOp, now_ms: u64) -> CapacityReply {
@@ -23,21 +23,21 @@ impl Worker {
             op: op.clone(),
             now_ms,
         }) {
-            Outcome::Done(Done::Capacity(Ok(reply))) => {
+            OpResult::Done(OpDone::Capacity(Ok(reply))) => {
                 self.answered();
                 reply
             }
             // Another process holds the capacity lock right now: this once, the slot waits.
-            Outcome::Done(Done::Capacity(Err(StoreError::LockTimeout { .. }))) => match op {
+            OpResult::Done(OpDone::Capacity(Err(StoreError::LockTimeout { .. }))) => match op {
                 CapacityOp::Admit { .. } => CapacityReply::Full { next_expiry: None },
                 CapacityOp::Apply { .. } => CapacityReply::Unavailable,
             },
-            Outcome::Done(Done::Capacity(Err(e))) => {
+            OpResult::Done(OpDone::Capacity(Err(e))) => {
                 self.fail("taking a capacity slot", &e, now_ms);
                 self.capacity_in_memory(&op, now_ms)
             }
-            Outcome::Done(_) => CapacityReply::Unavailable,
-            Outcome::Slow => {
+            OpResult::Done(_) => CapacityReply::Unavailable,
+            OpResult::Slow => {
                 self.slow("taking a capacity slot", now_ms);
                 self.capacity_in_memory(&op, now_ms)
             }
@@ -52,7 +52,7 @@ impl Worker {
 
     pub(super) fn load_capacity(&mut self, now_ms: u64) -> BTreeMap<String, Capacity> {
         if self.usable(now_ms)
-            && let Outcome::Done(Done::CapacityLoaded(Ok(records))) =
+            && let OpResult::Done(OpDone::CapacityLoaded(Ok(records))) =
                 self.run(Op::LoadCapacity { now_ms })
         {
             return records;
