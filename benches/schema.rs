@@ -59,7 +59,12 @@ fn main() {
     let wide = format!(
         "[{}]",
         (0..70_000)
-            .map(|i| format!("\"2026-12-06T{:02}:{:02}:{:02}Z\"", i / 3600, i / 60 % 60, i % 60))
+            .map(|i| format!(
+                "\"2026-12-06T{:02}:{:02}:{:02}Z\"",
+                i / 3600,
+                i / 60 % 60,
+                i % 60
+            ))
             .collect::<Vec<_>>()
             .join(",")
     );
@@ -68,12 +73,37 @@ fn main() {
     let numbers = format!("[{}]", vec!["[1,[2,[3]]]"; 15_000].join(","));
     let nested = "[".repeat(1024 * 1024);
     let cases: [(&str, &Schema, &str, bool); 6] = [
-        ("70,000 distinct date-time strings, uniqueItems (1.6 MB)", &dates, &wide, true),
+        (
+            "70,000 distinct date-time strings, uniqueItems (1.6 MB)",
+            &dates,
+            &wide,
+            true,
+        ),
         ("a 2 MiB string against ^(a+)+$", &pattern, &long, true),
-        ("nested arrays 64 deep, anyOf through $ref", &tree, &deep, true),
-        ("15,000 small trees, anyOf through $ref (160 KB)", &tree, &numbers, true),
-        ("a megabyte of [ (refused by the scan)", &review, &nested, false),
-        ("an object schema against those 70,000 strings", &review, &wide, true),
+        (
+            "nested arrays 64 deep, anyOf through $ref",
+            &tree,
+            &deep,
+            true,
+        ),
+        (
+            "15,000 small trees, anyOf through $ref (160 KB)",
+            &tree,
+            &numbers,
+            true,
+        ),
+        (
+            "a megabyte of [ (refused by the scan)",
+            &review,
+            &nested,
+            false,
+        ),
+        (
+            "an object schema against those 70,000 strings",
+            &review,
+            &wide,
+            true,
+        ),
     ];
     println!("| answer | check (ms) | serde_json parse alone (ms) | ratio |");
     println!("|---|---|---|---|");

@@ -16,18 +16,20 @@ pub struct ListItem<'a> {
 
 /// The items of `list`, in order (an empty list has one empty item).
 pub fn items(list: &str) -> impl Iterator<Item = ListItem<'_>> {
-    list.split(',').map(str::trim).map(|text| match text.split_once('=') {
-        Some((provider, value)) => ListItem {
-            text,
-            provider: Some(provider.trim()),
-            value: value.trim(),
-        },
-        None => ListItem {
-            text,
-            provider: None,
-            value: text,
-        },
-    })
+    list.split(',')
+        .map(str::trim)
+        .map(|text| match text.split_once('=') {
+            Some((provider, value)) => ListItem {
+                text,
+                provider: Some(provider.trim()),
+                value: value.trim(),
+            },
+            None => ListItem {
+                text,
+                provider: None,
+                value: text,
+            },
+        })
 }
 
 #[cfg(test)]

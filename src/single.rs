@@ -237,6 +237,10 @@ fn deliver(
             output::stdout_text(&text)
         }
         _ if inv.json => output::print_record(&output::record_of(ended, warnings)),
+        // With a schema: exactly the JSON value, on one line.
+        JobEnd::Machine(Outcome::Answer {
+            json: Some(json), ..
+        }) => output::answer(&json.compact),
         JobEnd::Machine(Outcome::Answer { text, .. }) => output::answer(text),
         _ => Ok(()),
     };

@@ -15,6 +15,7 @@ pub mod input;
 pub mod jobs;
 pub mod ledger;
 pub mod order;
+pub mod schema_memory;
 pub mod shard;
 pub mod sink;
 pub mod summary;
@@ -148,6 +149,7 @@ pub async fn run(
         permanent_ok: args.permanent_ok,
         schema,
         schemas: std::cell::RefCell::default(),
+        schema_misses: std::cell::RefCell::default(),
     };
     let (recorded, target) = match ledger {
         Some(l) => (l.recorded, SinkTarget::File(l.guard)),
@@ -717,6 +719,7 @@ mod tests {
             permanent_ok: false,
             schema: None,
             schemas: Default::default(),
+            schema_misses: Default::default(),
         };
         Shared {
             plan,

@@ -55,6 +55,8 @@ pub struct BatchPlan {
     pub schema: Option<job::OutputSchema>,
     /// The schema files jobs named, loaded once each.
     pub schemas: std::cell::RefCell<job::SchemaCache>,
+    /// Which models could not follow which schema, in this batch's jobs so far.
+    pub schema_misses: std::cell::RefCell<super::schema_memory::SchemaMemory>,
 }
 
 impl BatchPlan {
@@ -365,7 +367,7 @@ impl Worker {
                 return Ran::Ended(Box::new(ended));
             }
         };
-        let (request, rest) = JobRequest::build(job::Parts {
+        let (mut request, rest) = JobRequest::build(job::Parts {
             prepared,
             prompt: &spec.prompt,
             config: plan.config.clone(),
@@ -379,6 +381,9 @@ impl Worker {
             capacity: Some(plan.capacity_for(self.number)),
             schema,
         });
+        if let Some(s) = &request.schema {
+            request.schema_avoid = plan.schema_misses.borrow().avoid(s);
+        }
         // What the files held when the job ran, for its result (and `--rerun-changed`).
         let finish = |mut ended: Ended| {
             if !spec.files.is_empty() {
@@ -416,6 +421,9 @@ impl Worker {
             let ended = session
                 .run(&request, ctx.shared, stops, ctx.console, &mut quiet)
                 .await;
+            if let Some(s) = &request.schema {
+                plan.schema_misses.borrow_mut().learn(s, &ended);
+            }
             if matches!(ended.end, JobEnd::Machine(Outcome::Setup(_))) {
                 return Ran::Setup(Box::new(ended));
             }

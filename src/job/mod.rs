@@ -44,6 +44,8 @@ pub struct JobRequest {
     /// `--output-schema` (or the job's `schema`): the answer must be one JSON value valid
     /// against it; the message ends with the schema (`schema::prompt`).
     pub schema: Option<OutputSchema>,
+    /// Models that could not follow this schema in the batch's earlier jobs: tried last.
+    pub schema_avoid: std::collections::BTreeSet<String>,
 }
 
 /// The thinking level of a job, and where it came from (for `--explain`).
@@ -251,6 +253,7 @@ impl JobRequest {
             deadline,
             capacity,
             schema,
+            schema_avoid: Default::default(),
         };
         (request, prepared)
     }

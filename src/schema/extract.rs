@@ -162,7 +162,7 @@ fn starts_like_json(text: &str) -> bool {
     })
 }
 
-struct Scan {
+struct Scanned {
     compact: String,
     values: usize,
 }
@@ -171,7 +171,7 @@ struct Scan {
 /// grow (so a megabyte of `[` stops at the 65th), and whitespace outside strings is dropped.
 /// Syntax is the parser's business: this only has to be right for valid JSON and bounded for
 /// anything.
-fn scan(body: &str) -> Result<Scan, Rejection> {
+fn scan(body: &str) -> Result<Scanned, Rejection> {
     let mut compact = String::with_capacity(body.len());
     let (mut depth, mut values) = (0usize, 1usize);
     let (mut in_string, mut escaped) = (false, false);
@@ -211,7 +211,7 @@ fn scan(body: &str) -> Result<Scan, Rejection> {
         }
     }
     compact.push_str(&body[run_start..]);
-    Ok(Scan { compact, values })
+    Ok(Scanned { compact, values })
 }
 
 /// serde_json's complaint, worded for a model: where, and what was found there.

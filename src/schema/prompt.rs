@@ -27,12 +27,13 @@ fn instruction(draft: &str) -> String {
     )
 }
 
+/// How a second ask begins (a fork past it recognises it by this).
+pub const REASK_HEAD: &str = "Your answer does not conform to the JSON Schema given above.";
+
 /// The second ask, in the same conversation, after an answer that did not conform: what was
 /// wrong (a short list), and what to do.
 pub fn reask(errors: &[String]) -> String {
-    let mut text = String::from(
-        "Your answer does not conform to the JSON Schema given above. What is wrong with it:\n",
-    );
+    let mut text = format!("{REASK_HEAD} What is wrong with it:\n");
     for e in errors {
         text.push_str("- ");
         text.push_str(e);

@@ -336,6 +336,7 @@ impl Machine {
             usage: self.attempt.close(),
             capacity_signal: true,
             partial: None,
+            rejected: None,
         });
     }
 
@@ -543,6 +544,7 @@ impl Machine {
             usage: self.attempt.close(),
             capacity_signal: true,
             partial: None,
+            rejected: None,
         });
         self.phase = Phase::Dispatching;
         self.admit(now, model, mode, SwitchReason::Capacity);

@@ -161,6 +161,7 @@ impl Machine {
             duration_ms,
             usage: self.attempt.close(),
             capacity_signal: false,
+            rejected: self.conform.take_held(),
         });
         self.open_breaker(now, model, &keys, &verdict, raw);
         // The probe is over whatever it proved: a lease this run holds on one of the model's
@@ -196,6 +197,8 @@ impl Machine {
                 self.request.truncated(model);
                 return;
             }
+            // A model that cannot follow this schema is not a dead provider: no breaker.
+            FailureClass::Schema => return,
             FailureClass::ContentPolicy => {
                 self.request
                     .avoid_family_of(model, format!("{} refused the content", keys.model));
@@ -265,6 +268,7 @@ impl Machine {
             avoided_families: self.request.avoided_families(),
             needs_images: self.request.needs_images(),
             capped_providers: self.budget.capped_providers(),
+            last_resort: &self.opts.schema_avoid,
             larger_context_than: self.request.larger_context_than(),
             larger_output_than: self.request.larger_output_than(),
             min_context: self.request.tokens(),

@@ -339,7 +339,7 @@ const Q402: &str =
 
 fn answered_by(h: &H) -> String {
     match h.outcome() {
-        Outcome::Answer { model, text } => format!("{} {text}", model.key()),
+        Outcome::Answer { model, text, .. } => format!("{} {text}", model.key()),
         other => panic!("no answer: {other:?}"),
     }
 }
@@ -403,6 +403,8 @@ mod budget;
 mod capacity;
 #[path = "tests/failover.rs"]
 mod failover;
+#[path = "tests/schema.rs"]
+mod schema;
 #[path = "tests/scope.rs"]
 mod scope;
 #[path = "tests/session.rs"]
