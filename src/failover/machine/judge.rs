@@ -637,6 +637,9 @@ fn advice(causes: &[Cause]) -> String {
     if class(FailureClass::Model) {
         tips.push("check the model ids");
     }
+    if class(FailureClass::Schema) {
+        tips.push("no answer matched the schema: check the schema and the prompt");
+    }
     if has(Blocked::Disabled) {
         tips.push("--reactivate the disabled models");
     }

@@ -198,6 +198,13 @@ fn nobody_conforms_exhausts_with_no_hope_of_retrying() {
             assert_eq!(reason, Exhaustion::NoCandidate);
             assert!(last_error.unwrap().contains("does not match the schema"));
             assert!(!retry.could_help, "{retry:?}");
+            assert!(
+                retry.reason.ends_with(
+                    "a/m1 (schema) — no answer matched the schema: check the schema and the prompt"
+                ),
+                "{}",
+                retry.reason
+            );
             assert!(!too_large);
         }
         other => panic!("{other:?}"),
