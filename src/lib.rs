@@ -47,6 +47,7 @@ pub mod redact;
 pub mod registry;
 pub mod rpc;
 pub mod runlog;
+pub mod schema;
 mod secrets;
 pub mod served;
 pub mod settings;
@@ -112,6 +113,12 @@ fn fallible(inv: &cli::Invocation, console: &console::Console) -> anyhow::Result
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    // A schema that cannot work is refused before anything is read or sent (a batch loads its
+    // own, first thing).
+    let schema = match inv.mode {
+        cli::Mode::Run | cli::Mode::Explain => job::output_schema(inv)?,
+        _ => None,
+    };
     // A single run's attachments come first: a bad file is exit 2 before anything else.
     let prepared = match inv.mode {
         cli::Mode::Run | cli::Mode::Explain => {
@@ -170,6 +177,7 @@ fn fallible(inv: &cli::Invocation, console: &console::Console) -> anyhow::Result
                 shared: &shared,
                 console,
                 groups: &groups,
+                schema,
             };
             Ok(runtime.block_on(run.go(prepared, signals)))
         }

@@ -158,6 +158,7 @@ pub fn end_message(ended: &Ended) -> Option<String> {
             format!("timed out after {timeout_ms} ms while reading the attachments (--timeout-ms)")
         }
         JobEnd::Unprepared(Unprepared::Lost(e)) => format!("reading the attachments failed: {e}"),
+        JobEnd::Unprepared(Unprepared::Schema(bad)) => format!("schema {bad}"),
         JobEnd::InvalidLine(message) => message.clone(),
     })
 }
@@ -229,7 +230,23 @@ pub struct Inputs {
     pub images: usize,
     /// Attachments that were empty (skipped: nothing of them is sent).
     pub empty: Vec<String>,
+    /// `--output-schema`: the file as given, and its draft.
+    pub schema: Option<(String, &'static str)>,
 }
+
+/// `--explain`'s word on the schema in force: which file, which draft, how the model is told,
+/// and what a non-conforming answer leads to.
+fn schema_json(schema: &(String, &'static str)) -> Value {
+    json!({
+        "file": schema.0,
+        "draft": schema.1,
+        "told": crate::schema::prompt::HOW_TOLD,
+        "non_conforming": NON_CONFORMING,
+    })
+}
+
+/// What happens to an answer that does not conform.
+const NON_CONFORMING: &str = "asked once more in the same conversation with what is wrong, then the next candidate (class schema, no breaker)";
 
 /// `--explain --json`.
 pub fn explanation_json(e: &Explanation, thinking_source: &str, attachments: &Inputs) -> Value {
@@ -238,6 +255,10 @@ pub fn explanation_json(e: &Explanation, thinking_source: &str, attachments: &In
         obj.insert("thinking_source".to_string(), json!(thinking_source));
         obj.insert("text_files".to_string(), json!(attachments.text_files));
         obj.insert("empty_attachments".to_string(), json!(attachments.empty));
+        obj.insert(
+            "output_schema".to_string(),
+            attachments.schema.as_ref().map_or(Value::Null, schema_json),
+        );
         obj.insert("ok".to_string(), json!(!e.candidates.is_empty()));
     }
     v
@@ -260,6 +281,14 @@ pub fn explanation_text(e: &Explanation, thinking_source: &str, attachments: &In
         out.push_str(&format!(
             "empty attachments, not sent: {}\n",
             attachments.empty.join(", ")
+        ));
+    }
+    if let Some((file, draft)) = &attachments.schema {
+        out.push_str(&format!(
+            "output schema: {} (draft {draft}); told to the model: {}; an answer that does not \
+             conform is {NON_CONFORMING}\n",
+            crate::redact::printable(file),
+            crate::schema::prompt::HOW_TOLD
         ));
     }
     out.push_str(&format!(

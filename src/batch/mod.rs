@@ -15,6 +15,7 @@ pub mod input;
 pub mod jobs;
 pub mod ledger;
 pub mod order;
+pub mod schema_memory;
 pub mod shard;
 pub mod sink;
 pub mod summary;
@@ -83,6 +84,7 @@ pub async fn run(
 ) -> anyhow::Result<Exit> {
     // Everything that can refuse the batch outright comes first, before any Pi starts and while
     // Ctrl-C still simply ends the process (opening a FIFO as the job file may wait).
+    let schema = crate::job::output_schema(inv)?;
     if let Some(path) = &args.output {
         refuse_output(path, &args.file)?;
     }
@@ -145,6 +147,9 @@ pub async fn run(
         workers,
         origins: crate::served::Origins::load(settings, inv),
         permanent_ok: args.permanent_ok,
+        schema,
+        schemas: std::cell::RefCell::default(),
+        schema_misses: std::cell::RefCell::default(),
     };
     let (recorded, target) = match ledger {
         Some(l) => (l.recorded, SinkTarget::File(l.guard)),
@@ -343,6 +348,7 @@ impl Batch {
                                 &done.failed_usage,
                                 &done.failed_classes,
                             );
+                            tally.record_schema(&done.schema_failures);
                             tally.record_capacity(
                                 done.model.as_ref().map(ModelKey::provider),
                                 &done.capacity_signals,
@@ -440,6 +446,9 @@ impl Batch {
             console.progress_line(&line);
         }
         if let Some(line) = tally.silence_line() {
+            console.progress_line(&line);
+        }
+        if let Some(line) = tally.schema_line() {
             console.progress_line(&line);
         }
         // Last: what will fail the same way every night until its input changes.
@@ -713,6 +722,9 @@ mod tests {
             workers,
             origins: None,
             permanent_ok: false,
+            schema: None,
+            schemas: Default::default(),
+            schema_misses: Default::default(),
         };
         Shared {
             plan,

@@ -35,6 +35,10 @@ pub struct BatchTally {
     /// Per provider: attempts cut for silence (a watchdog or the deadline's share; bounded
     /// like `models`).
     silence_cuts: BTreeMap<String, u64>,
+    /// Answers that did not conform to the job's schema, per model (bounded like `models`).
+    schema_failures: BTreeMap<String, u64>,
+    /// Those of models past the bound.
+    other_schema_failures: u64,
     /// The jobs that failed in their own input, this run or before it (named at the end).
     permanent: Permanent,
 }
@@ -186,6 +190,39 @@ impl BatchTally {
         Some(format!(
             "batch: capacity: {}; waited for slots {waited:.1} s in all",
             parts.join("; ")
+        ))
+    }
+
+    /// The models whose answers did not conform to a job's schema, one entry per answer.
+    pub fn record_schema(&mut self, models: &[String]) {
+        for m in models {
+            if let Some(n) = self.schema_failures.get_mut(m) {
+                *n += 1;
+            } else if self.schema_failures.len() < MAX_MODELS {
+                self.schema_failures.insert(m.clone(), 1);
+            } else {
+                self.other_schema_failures += 1;
+            }
+        }
+    }
+
+    /// The schema line of the summary: how many answers did not conform, per model, most
+    /// first. `None` when every answer did (or no schema was in force).
+    pub fn schema_line(&self) -> Option<String> {
+        let total = self.schema_failures.values().sum::<u64>() + self.other_schema_failures;
+        if total == 0 {
+            return None;
+        }
+        let mut per_model: Vec<(&String, &u64)> = self.schema_failures.iter().collect();
+        per_model.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let mut parts: Vec<String> = per_model.iter().map(|(m, n)| format!("{m} {n}")).collect();
+        if self.other_schema_failures > 0 {
+            parts.push(format!("other models {}", self.other_schema_failures));
+        }
+        Some(format!(
+            "batch: schema: {total} non-conforming answer{} ({})",
+            if total == 1 { "" } else { "s" },
+            parts.join(", ")
         ))
     }
 
@@ -376,6 +413,23 @@ mod tests {
             t.record_silence(&[format!("p{i}")]);
         }
         assert_eq!(t.silence_cuts.len(), MAX_MODELS, "bounded");
+    }
+
+    #[test]
+    fn the_schema_line_counts_non_conforming_answers_per_model() {
+        let mut t = BatchTally::default();
+        assert_eq!(t.schema_line(), None);
+        t.record_schema(&["a/m".into(), "a/m".into(), "b/n".into()]);
+        t.record_schema(&["b/n".into(), "b/n".into()]);
+        assert_eq!(
+            t.schema_line().unwrap(),
+            "batch: schema: 5 non-conforming answers (b/n 3, a/m 2)"
+        );
+        let mut many = BatchTally::default();
+        let models: Vec<String> = (0..MAX_MODELS + 2).map(|i| format!("p/m{i:03}")).collect();
+        many.record_schema(&models);
+        let line = many.schema_line().unwrap();
+        assert!(line.ends_with(", other models 2)"), "{line}");
     }
 
     #[test]

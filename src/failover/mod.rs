@@ -13,5 +13,5 @@ pub mod tokens;
 
 pub use ending::{Exhaustion, Fatal, SetupProblem};
 pub use machine::{
-    Action, Attempt, CapacityOptions, Config, Input, Machine, Note, Options, Outcome,
+    Action, Attempt, CapacityOptions, Config, Input, Machine, Note, Options, Outcome, Rejected,
 };

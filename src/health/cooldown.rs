@@ -49,7 +49,10 @@ pub fn cooldown_base_and_cap(class: FailureClass) -> Option<(u64, u64)> {
         // Content policy: the model cools for 2 min; its family is avoided for the round instead.
         FailureClass::ContentPolicy => Some((2 * MIN, 2 * MIN)),
         FailureClass::Unknown => Some((2 * MIN, 30 * MIN)),
-        FailureClass::ContextOverflow | FailureClass::Truncated | FailureClass::UserAbort => None,
+        FailureClass::ContextOverflow
+        | FailureClass::Truncated
+        | FailureClass::Schema
+        | FailureClass::UserAbort => None,
     }
 }
 
@@ -122,6 +125,7 @@ mod tests {
         assert_eq!(c(FailureClass::ContentPolicy, 3), 2 * MIN);
         assert_eq!(c(FailureClass::Unknown, 2), 4 * MIN);
         assert_eq!(cooldown_ms(FailureClass::ContextOverflow, 1, 1.0), None);
+        assert_eq!(cooldown_ms(FailureClass::Schema, 1, 1.0), None);
         assert_eq!(cooldown_ms(FailureClass::UserAbort, 1, 1.0), None);
     }
 

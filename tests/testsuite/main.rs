@@ -31,5 +31,6 @@ mod records;
 mod release;
 mod rig;
 mod runner;
+mod schema;
 mod security;
 mod truncation;

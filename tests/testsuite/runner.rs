@@ -285,7 +285,10 @@ fn json_schema_is_pinned() {
             "ok",
             "partial",
             "permanent",
+            "rejected_answer",
             "retry",
+            "schema_errors",
+            "structured_output",
             "switches",
             "usage",
             "warnings"

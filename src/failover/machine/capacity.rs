@@ -337,6 +337,7 @@ impl Machine {
             capacity_signal: true,
             partial: None,
             silent_ms: None,
+            rejected: None,
         });
     }
 
@@ -545,6 +546,7 @@ impl Machine {
             capacity_signal: true,
             partial: None,
             silent_ms: None,
+            rejected: None,
         });
         self.phase = Phase::Dispatching;
         self.admit(now, model, mode, SwitchReason::Capacity);

@@ -173,6 +173,7 @@ impl Machine {
             usage: self.attempt.close(),
             capacity_signal: false,
             silent_ms: None,
+            rejected: self.conform.take_held(),
         });
         self.open_breaker(now, model, &keys, &verdict, raw);
         // The probe is over whatever it proved: a lease this run holds on one of the model's
@@ -208,6 +209,8 @@ impl Machine {
                 self.request.truncated(model);
                 return;
             }
+            // A model that cannot follow this schema is not a dead provider: no breaker.
+            FailureClass::Schema => return,
             FailureClass::ContentPolicy => {
                 self.request
                     .avoid_family_of(model, format!("{} refused the content", keys.model));
@@ -277,6 +280,7 @@ impl Machine {
             avoided_families: self.request.avoided_families(),
             needs_images: self.request.needs_images(),
             capped_providers: self.budget.capped_providers(),
+            last_resort: &self.opts.schema_avoid,
             larger_context_than: self.request.larger_context_than(),
             larger_output_than: self.request.larger_output_than(),
             min_context: self.request.tokens(),
@@ -644,6 +648,9 @@ fn advice(causes: &[Cause]) -> String {
     }
     if class(FailureClass::Model) {
         tips.push("check the model ids");
+    }
+    if class(FailureClass::Schema) {
+        tips.push("no answer matched the schema: check the schema and the prompt");
     }
     if has(Blocked::Disabled) {
         tips.push("--reactivate the disabled models");

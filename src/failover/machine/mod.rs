@@ -43,7 +43,9 @@
 //! see the request's images → prompt → watch events until `agent_settled` → judge the last
 //! assistant message → on failure classify, open the breaker, choose the best candidate and
 //! re-dispatch (`judge.rs`, `dispatch.rs`: fork + same prompt when no tool ran, continuation
-//! prompt when tools ran) → repeat until an answer, exhaustion, the deadline or an interrupt. When
+//! prompt when tools ran) → repeat until an answer, exhaustion, the deadline or an interrupt. With
+//! a schema in force a complete answer is checked first (`conform.rs`: `Action::CheckAnswer` out,
+//! `Input::AnswerChecked` in; a second ask, then failover). When
 //! every candidate is cooling down and waiting is allowed, the run waits for the first breaker
 //! to reopen and starts a new round.
 //!
@@ -60,7 +62,9 @@ use std::time::Duration;
 
 use super::classify::{Classification, FailureClass, Observation, classify};
 use super::ending::Fatal;
-pub use super::state::{Action, Attempt, CapacityOptions, Config, Input, Note, Options, Outcome};
+pub use super::state::{
+    Action, Attempt, CapacityOptions, Config, Input, Note, Options, Outcome, Rejected,
+};
 use super::state::{Phase, Plan, Redispatch, SwitchReason, Tag};
 use crate::catalog::ModelInfo;
 use crate::clock::Now;
@@ -71,6 +75,7 @@ mod attempt;
 mod budget;
 mod budget_view;
 mod capacity;
+mod conform;
 mod dispatch;
 mod dispatch_state;
 mod judge;
@@ -78,6 +83,7 @@ mod pacing;
 mod pi_view;
 mod request;
 mod round;
+mod schema_tries;
 mod shared_view;
 mod slot;
 mod start;
@@ -92,6 +98,7 @@ use dispatch_state::DispatchState;
 use pi_view::PiView;
 use request::Request;
 use round::Round;
+use schema_tries::SchemaTries;
 use shared_view::SharedView;
 use slot::SlotState;
 use tally::Tally;
@@ -128,6 +135,7 @@ pub struct Machine {
     slot: SlotState,
     budget: BudgetView,
     timers: TimerTable,
+    conform: SchemaTries,
     phase: Phase,
     /// The decision taken on Pi's auto-retry, carried out once Pi settles.
     plan: Option<Plan>,
@@ -179,6 +187,7 @@ impl Machine {
             tally: Tally::default(),
             slot,
             timers: TimerTable::default(),
+            conform: SchemaTries::default(),
             phase: Phase::Starting,
             plan: None,
             interrupted: false,
@@ -250,6 +259,7 @@ impl Machine {
             capacity_signal: false,
             partial: None,
             silent_ms: self.silent_for(now),
+            rejected: None,
         })
     }
 
@@ -306,6 +316,7 @@ impl Machine {
             Input::Stop => self.on_stop(now),
             Input::Abandon => self.give_back_slot(now, slot::Ending::Released),
             Input::Timeout => self.on_timeout(now),
+            Input::AnswerChecked(verdict) => self.on_answer_checked(now, verdict),
         }
     }
 
@@ -561,7 +572,7 @@ impl Machine {
                     self.choose_and_switch(now, mode, SwitchReason::Failure(FailureClass::Model));
                 }
             }
-            Tag::ForkMessages => match r.fork_messages().pop() {
+            Tag::ForkMessages => match self.conform.fork_target(r.fork_messages()) {
                 Some(entry) if r.success => {
                     self.wire.queue_first(Command::Fork {
                         entry_id: entry.entry_id,
@@ -743,7 +754,7 @@ impl Machine {
         // `length` is an answer cut at the output limit: not complete, so not an answer (judged
         // as `truncated` below and failed over).
         if fresh && stop == "stop" && !crate::answer::is_blank(&text) {
-            return self.succeed(now, current, text.trim().to_string());
+            return self.complete(now, current, text.trim().to_string());
         }
         let plan = match self.plan.take() {
             Some(plan) if !fresh => plan,

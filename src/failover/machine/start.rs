@@ -91,6 +91,16 @@ impl Machine {
             return self.finish(now, Outcome::Explained(Box::new(explanation)));
         }
         match why_not {
+            None if self.unsuited_start(now, &current) => {
+                self.note(
+                    Note::Start,
+                    format!(
+                        "start: {} did not follow this schema in an earlier job; trying it last",
+                        current.key()
+                    ),
+                );
+                self.choose_and_switch(now, Redispatch::Initial, SwitchReason::Unsuited);
+            }
             // A start model whose cooldown expired may only be used as the single probe.
             None => self.go_to(now, current, Redispatch::Initial, SwitchReason::Probe),
             Some(why) => {

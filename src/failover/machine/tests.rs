@@ -340,7 +340,7 @@ const Q402: &str =
 
 fn answered_by(h: &H) -> String {
     match h.outcome() {
-        Outcome::Answer { model, text } => format!("{} {text}", model.key()),
+        Outcome::Answer { model, text, .. } => format!("{} {text}", model.key()),
         other => panic!("no answer: {other:?}"),
     }
 }
@@ -406,6 +406,8 @@ mod capacity;
 mod failover;
 #[path = "tests/pace.rs"]
 mod pace;
+#[path = "tests/schema.rs"]
+mod schema;
 #[path = "tests/scope.rs"]
 mod scope;
 #[path = "tests/session.rs"]

@@ -145,6 +145,13 @@ pub enum Behaviour {
         before: Box<Behaviour>,
         after: Box<Behaviour>,
     },
+    /// A given answer per request, whatever order requests arrive in (a batch's jobs at once, a
+    /// re-ask in the conversation): the first rule whose needle the request's last user message
+    /// contains answers it, else `otherwise` ([`Request::behaviour`] records the one chosen).
+    ByPrompt {
+        rules: Vec<(String, Behaviour)>,
+        otherwise: Box<Behaviour>,
+    },
 }
 
 impl Behaviour {
@@ -211,6 +218,33 @@ impl Behaviour {
             first_ms: ms,
             tokens: 3,
             gap_ms: 0,
+        }
+    }
+    /// `ByPrompt { .. }`: `rules` as (needle in the last user message, behaviour), else
+    /// `otherwise`.
+    pub fn by_prompt<S: Into<String>>(
+        rules: impl IntoIterator<Item = (S, Behaviour)>,
+        otherwise: Behaviour,
+    ) -> Self {
+        Behaviour::ByPrompt {
+            rules: rules.into_iter().map(|(n, b)| (n.into(), b)).collect(),
+            otherwise: Box::new(otherwise),
+        }
+    }
+    /// This behaviour for a request whose last user message is `last_user`: a
+    /// [`Behaviour::ByPrompt`] picks its rule (rules may nest).
+    pub fn for_prompt(self, last_user: &str) -> Self {
+        match self {
+            Behaviour::ByPrompt { rules, otherwise } => rules
+                .into_iter()
+                .find(|(needle, _)| last_user.contains(needle.as_str()))
+                .map_or(*otherwise, |(_, b)| b)
+                .resolved()
+                .for_prompt(last_user),
+            Behaviour::Delayed(ms, inner) => {
+                Behaviour::Delayed(ms, Box::new(inner.for_prompt(last_user)))
+            }
+            other => other,
         }
     }
     /// `Delayed(ms, Box::new(self))`: the same answer, started `ms` milliseconds late.
@@ -726,6 +760,12 @@ fn serve(
         )
     };
     let (messages, images) = summarize_messages(&body);
+    let last_user = messages
+        .iter()
+        .rev()
+        .find(|m| m.role == "user")
+        .map_or("", |m| m.text.as_str());
+    let behaviour = behaviour.for_prompt(last_user);
     let authorization = req.header("authorization").map(str::to_string);
     let (seq, hang_limit) = {
         let mut st = shared.state();
@@ -876,6 +916,9 @@ fn act(stream: &mut TcpStream, b: &Behaviour, ctx: &Ctx<'_>) -> bool {
             act(stream, inner, ctx)
         }
         Behaviour::Until { .. } => act(stream, &b.clone().resolved(), ctx),
+        // Chosen by the request's prompt before it is recorded (`for_prompt`); only a rule that
+        // nests one under another behaviour gets here, and answers with its fallback.
+        Behaviour::ByPrompt { otherwise, .. } => act(stream, otherwise, ctx),
         Behaviour::Hang => {
             ctx.shared.sleep(ctx.hang_limit);
             false
