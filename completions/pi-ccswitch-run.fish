@@ -14,6 +14,7 @@ high\t''"
 complete -c pi-ccswitch-run -l max-wait -d 'The most one run or job may wait in all — for breakers, stated resets, capacity slots, a busy key\'s back-off — e.g. 30s; then it fails (exit 1) (overrides CCSWITCH_MAX_WAIT)' -r
 complete -c pi-ccswitch-run -l prefer-primary -d 'Wait up to DURATION for the primary model when its provider states when its limit resets (or pauses it for capacity), instead of going to the backups, e.g. 10m (overrides CCSWITCH_PREFER_PRIMARY)' -r
 complete -c pi-ccswitch-run -l max-cost -d 'Spend cap: once this run\'s recorded cost reaches COST no new job or attempt starts (exit 3); PROVIDER=COST caps one provider (skipped once reached). Repeatable, comma-separated' -r
+complete -c pi-ccswitch-run -l output-schema -d 'The answer must be one JSON value valid against the JSON Schema in FILE; it is printed on one line. A non-conforming answer is asked again once, then fails over (class schema)' -r
 complete -c pi-ccswitch-run -l health-url -d 'Share breaker health through Redis (overrides CCSWITCH_HEALTH_URL)' -r
 complete -c pi-ccswitch-run -l max-inflight -d 'Most requests in flight per provider, e.g. zhipu=3,dashscope=2 (overrides CCSWITCH_MAX_INFLIGHT); the learned limit never goes above it' -r
 complete -c pi-ccswitch-run -l reactivate -d 'Close the breakers of a model (provider/model) or of everything (all)' -r

@@ -16,6 +16,7 @@ use crate::console::{Console, StatusLine};
 use crate::failover::classify::{Classification, FailureClass, Scope};
 use crate::failover::{Action, Input, Machine, Note, Options, Outcome, SetupProblem};
 use crate::job::{Ended, JobEnd, JobRequest, PiLoss, Stop};
+use crate::schema::{Conforming, Rejection};
 use crate::shared::SharedHandle;
 
 /// How long Pi gets to exit after its stdin closes before it is signalled.
@@ -24,6 +25,54 @@ const STOP_GRACE: Duration = Duration::from_millis(2000);
 const STOP_SETTLE: Duration = Duration::from_millis(1500);
 /// How often the live status line is redrawn (a single run's, and a batch's).
 pub const STATUS_TICK: Duration = Duration::from_millis(250);
+
+/// The check of a complete answer against the job's schema (`Action::CheckAnswer`), run on
+/// the blocking pool: a large answer takes milliseconds, during which the other workers of a
+/// batch keep reading their streams. Its verdict is the next `Input::AnswerChecked`.
+#[derive(Default)]
+struct Checking(Option<tokio::task::JoinHandle<Result<Conforming, Rejection>>>);
+
+impl Checking {
+    fn start(&mut self, job: &JobRequest, text: String) {
+        let schema = job.schema.as_ref().map(|s| s.schema.clone());
+        self.0 = Some(tokio::task::spawn_blocking(move || match schema {
+            Some(schema) => crate::schema::check(&schema, &text),
+            // The machine asks only when the job has a schema.
+            None => Err(Rejection::NotJson {
+                detail: "no schema to check the answer against".to_string(),
+            }),
+        }));
+    }
+
+    fn busy(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// The verdict once the check is done (cancel-safe: the check is kept until it is).
+    async fn verdict(&mut self) -> Result<Conforming, Rejection> {
+        let Some(handle) = self.0.as_mut() else {
+            return std::future::pending().await;
+        };
+        let verdict = handle.await;
+        self.0 = None;
+        verdict.unwrap_or_else(|e| {
+            Err(Rejection::NotJson {
+                detail: format!("the answer could not be checked ({e})"),
+            })
+        })
+    }
+}
+
+/// A conforming answer as it may be shown: the runner's own keys masked in its text, and its
+/// value read again from that text (a key can only be inside a string, so it still parses).
+fn masked(json: Conforming) -> Conforming {
+    let compact = crate::redact::mask_known_secrets(&json.compact);
+    if compact == json.compact {
+        return json;
+    }
+    let value = serde_json::from_str(&compact).unwrap_or(serde_json::Value::Null);
+    Conforming { value, compact }
+}
 
 /// How the loop over one job ended, before it is made into a [`JobEnd`].
 enum Loop {
@@ -111,6 +160,7 @@ impl Session {
         let mut stopping: Option<(Stop, Instant)> = None;
         let mut stops_open = true;
         let mut ticker = tokio::time::interval(STATUS_TICK);
+        let mut checking = Checking::default();
         let mut now = start;
         let mut woke = stops.borrow().map(Wake::Stop);
         let ended = 'run: loop {
@@ -165,6 +215,7 @@ impl Session {
                     Action::Progress { line, note } => {
                         progress(job, console, status, &line, note);
                     }
+                    Action::CheckAnswer { text } => checking.start(job, text),
                     Action::Finish(outcome) => break 'run Loop::Machine(outcome),
                 }
             }
@@ -192,6 +243,9 @@ impl Session {
                 // Before Pi and the timers: what the process spent (this job's last cost
                 // included) counts before anything can start.
                 Some(input) = inbox.recv() => Wake::Input(input),
+                verdict = checking.verdict(), if checking.busy() => {
+                    Wake::Input(Input::AnswerChecked(verdict))
+                }
                 () = sleep_until(machine_deadline), if machine_deadline.is_some() => {
                     Wake::Input(Input::Timeout)
                 }
@@ -281,6 +335,8 @@ impl Session {
                 c.pre_request_grace = !job.in_batch;
                 c
             }),
+            schema: job.schema.is_some(),
+            schema_avoid: job.schema_avoid.clone(),
         }
     }
 
@@ -299,10 +355,13 @@ impl Session {
             // Only after a stop, handled above; should one come without, it is a stop.
             Loop::Machine(Outcome::Aborted) => JobEnd::Stopped(Stop::Halt),
             // The runner's own keys never leave in an answer (stdout, `--json`, results).
-            Loop::Machine(Outcome::Answer { text, model }) => JobEnd::Machine(Outcome::Answer {
-                text: crate::redact::mask_known_secrets(&text),
-                model,
-            }),
+            Loop::Machine(Outcome::Answer { text, model, json }) => {
+                JobEnd::Machine(Outcome::Answer {
+                    text: crate::redact::mask_known_secrets(&text),
+                    model,
+                    json: json.map(|j| Box::new(masked(*j))),
+                })
+            }
             Loop::Machine(outcome) => JobEnd::Machine(outcome),
             Loop::Unsettled => JobEnd::Stopped(stop.unwrap_or(Stop::Halt)),
             Loop::Malformed(reason) => JobEnd::PiLost(self.loss(Some(reason)).await),

@@ -39,6 +39,7 @@ pub mod lockfile;
 pub mod manage;
 pub mod news;
 pub mod output;
+pub mod pace;
 pub mod pi_stderr;
 pub mod provider_list;
 pub mod reaper;
@@ -46,6 +47,7 @@ pub mod redact;
 pub mod registry;
 pub mod rpc;
 pub mod runlog;
+pub mod schema;
 mod secrets;
 pub mod served;
 pub mod settings;
@@ -111,6 +113,12 @@ fn fallible(inv: &cli::Invocation, console: &console::Console) -> anyhow::Result
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    // A schema that cannot work is refused before anything is read or sent (a batch loads its
+    // own, first thing).
+    let schema = match inv.mode {
+        cli::Mode::Run | cli::Mode::Explain => job::output_schema(inv)?,
+        _ => None,
+    };
     // A single run's attachments come first: a bad file is exit 2 before anything else.
     let prepared = match inv.mode {
         cli::Mode::Run | cli::Mode::Explain => {
@@ -169,6 +177,7 @@ fn fallible(inv: &cli::Invocation, console: &console::Console) -> anyhow::Result
                 shared: &shared,
                 console,
                 groups: &groups,
+                schema,
             };
             Ok(runtime.block_on(run.go(prepared, signals)))
         }

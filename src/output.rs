@@ -3,6 +3,7 @@
 //! A closed stdout (`| head`) is not an error: the reader has what it wanted. stderr lines are
 //! `console`'s.
 
+mod deadline;
 pub mod record;
 
 use std::io::{self, Write};
@@ -12,11 +13,10 @@ use serde_json::{Value, json};
 use crate::exit::Exit;
 use crate::failover::Outcome;
 use crate::failover::explain::Explanation;
-use crate::failover::reopen::RetryHint;
 use crate::failover::reopen::human_ms;
 use crate::job::{Ended, JobEnd, PiLoss, Stop, Unprepared};
 use crate::signals::Interrupt;
-pub use record::{JobFields, ResultRecord, Warning};
+pub use record::{JobFields, ResultRecord, RetryRecord, Warning};
 
 /// Prints the final answer: trimmed, one trailing newline; on a terminal without the escape
 /// sequences and control characters a model could use to act on it (`answer::for_terminal`).
@@ -78,10 +78,12 @@ pub fn exit_of(end: &JobEnd) -> Exit {
     }
 }
 
-/// The retry hint of an exhausted job.
-pub fn retry_of(end: &JobEnd) -> Option<&RetryHint> {
-    match end {
-        JobEnd::Machine(Outcome::Exhausted { retry, .. }) => Some(retry),
+/// The retry hint of an exhausted job, or of one whose deadline passed (what was tried, what
+/// was still silent: see [`deadline::hint`]).
+pub fn retry_of(ended: &Ended) -> Option<RetryRecord> {
+    match &ended.end {
+        JobEnd::Machine(Outcome::Exhausted { retry, .. }) => Some(RetryRecord::of(retry)),
+        JobEnd::Stopped(Stop::Deadline) => Some(deadline::hint(ended)),
         _ => None,
     }
 }
@@ -156,6 +158,7 @@ pub fn end_message(ended: &Ended) -> Option<String> {
             format!("timed out after {timeout_ms} ms while reading the attachments (--timeout-ms)")
         }
         JobEnd::Unprepared(Unprepared::Lost(e)) => format!("reading the attachments failed: {e}"),
+        JobEnd::Unprepared(Unprepared::Schema(bad)) => format!("schema {bad}"),
         JobEnd::InvalidLine(message) => message.clone(),
     })
 }
@@ -210,7 +213,7 @@ pub fn record_of(ended: &Ended, warnings: Vec<Warning>) -> ResultRecord {
         ended,
         exit_of(&ended.end),
         end_message(ended),
-        retry_of(&ended.end),
+        retry_of(ended),
         warnings,
     )
 }
@@ -227,7 +230,23 @@ pub struct Inputs {
     pub images: usize,
     /// Attachments that were empty (skipped: nothing of them is sent).
     pub empty: Vec<String>,
+    /// `--output-schema`: the file as given, and its draft.
+    pub schema: Option<(String, &'static str)>,
 }
+
+/// `--explain`'s word on the schema in force: which file, which draft, how the model is told,
+/// and what a non-conforming answer leads to.
+fn schema_json(schema: &(String, &'static str)) -> Value {
+    json!({
+        "file": schema.0,
+        "draft": schema.1,
+        "told": crate::schema::prompt::HOW_TOLD,
+        "non_conforming": NON_CONFORMING,
+    })
+}
+
+/// What happens to an answer that does not conform.
+const NON_CONFORMING: &str = "asked once more in the same conversation with what is wrong, then the next candidate (class schema, no breaker)";
 
 /// `--explain --json`.
 pub fn explanation_json(e: &Explanation, thinking_source: &str, attachments: &Inputs) -> Value {
@@ -236,6 +255,10 @@ pub fn explanation_json(e: &Explanation, thinking_source: &str, attachments: &In
         obj.insert("thinking_source".to_string(), json!(thinking_source));
         obj.insert("text_files".to_string(), json!(attachments.text_files));
         obj.insert("empty_attachments".to_string(), json!(attachments.empty));
+        obj.insert(
+            "output_schema".to_string(),
+            attachments.schema.as_ref().map_or(Value::Null, schema_json),
+        );
         obj.insert("ok".to_string(), json!(!e.candidates.is_empty()));
     }
     v
@@ -260,13 +283,24 @@ pub fn explanation_text(e: &Explanation, thinking_source: &str, attachments: &In
             attachments.empty.join(", ")
         ));
     }
+    if let Some((file, draft)) = &attachments.schema {
+        out.push_str(&format!(
+            "output schema: {} (draft {draft}); told to the model: {}; an answer that does not \
+             conform is {NON_CONFORMING}\n",
+            crate::redact::printable(file),
+            crate::schema::prompt::HOW_TOLD
+        ));
+    }
     out.push_str(&format!(
-        "watchdogs: first response {}, stall {}; failover round window {}; deadline {}\n",
+        "watchdogs: first response {}, stall {} (the ceilings: a model with a pace gets its own \
+         limits below them); failover round window {}; deadline {}\n",
         human_ms(e.first_response_ms),
         human_ms(e.stall_ms),
         human_ms(e.round_limit_ms),
         e.deadline_ms.map_or("none".to_string(), human_ms),
     ));
+    let cooldowns: Vec<&str> = e.cooldowns.iter().map(|c| c.text.as_str()).collect();
+    out.push_str(&format!("cooldowns: {}\n", cooldowns.join("; ")));
     out.push_str(&format!(
         "when every candidate is cooling down: {}\n",
         if e.wait {
@@ -314,6 +348,26 @@ pub fn explanation_text(e: &Explanation, thinking_source: &str, attachments: &In
                 c.model,
                 c.reason
             ));
+            // Its pace and the watchdogs it would run under (issue 31).
+            if let Some(p) = &c.pace {
+                out.push_str(&format!("      pace: {}\n", p.text));
+            }
+            if let Some(w) = &c.watchdogs {
+                out.push_str(&format!(
+                    "      watchdogs: first response {}, stall {}\n",
+                    w.first_response, w.stall
+                ));
+            }
+            if let (Some(ms), Some(left)) = (c.first_response_share_ms, e.deadline_ms) {
+                let others = e.candidates.len().saturating_sub(1);
+                out.push_str(&format!(
+                    "      may wait {} for a first response (its share of the {} left: {others} \
+                     other candidate{})\n",
+                    crate::pace::secs(ms),
+                    crate::pace::secs(left),
+                    if others == 1 { "" } else { "s" }
+                ));
+            }
         }
     }
     if !e.excluded.is_empty() {
@@ -346,7 +400,7 @@ pub fn job_note(label: &str, number: u64, ended: &Ended, worker: usize) -> Strin
     let code = exit_of(&ended.end).code();
     match end_message(ended) {
         Some(e) => {
-            let retry = retry_of(&ended.end)
+            let retry = retry_of(ended)
                 .map(|r| format!("; retry: {}", r.reason))
                 .unwrap_or_default();
             format!("{who}: exit {code}: {e}{retry}")

@@ -62,7 +62,7 @@ impl Variable {
 
 /// Every variable [`from_lookup`] reads, with its default and meaning (a test holds the two
 /// to each other).
-pub const ENVIRONMENT: [Variable; 11] = [
+pub const ENVIRONMENT: [Variable; 12] = [
     Variable {
         name: "PI_BIN",
         meaning: "the real `pi` executable",
@@ -91,13 +91,20 @@ pub const ENVIRONMENT: [Variable; 11] = [
     },
     Variable {
         name: "CCSWITCH_FIRST_RESPONSE_MS",
-        meaning: "watchdog: ms without a first response from the model",
+        meaning: "watchdog: most ms without a first response from the model (the limit until \
+                  its pace is known; a limit derived from its pace stays below it)",
         default: Some(Fallback::Number(DEFAULT_FIRST_RESPONSE_MS)),
     },
     Variable {
         name: "CCSWITCH_STALL_MS",
-        meaning: "watchdog: ms without stream progress",
+        meaning: "watchdog: most ms without stream progress (the limit until the model's pace \
+                  is known; a derived limit stays below it)",
         default: Some(Fallback::Number(DEFAULT_STALL_MS)),
+    },
+    Variable {
+        name: "CCSWITCH_WATCHDOG_FLOOR_MS",
+        meaning: "the least a watchdog derived from a model's pace may be",
+        default: Some(Fallback::Number(crate::pace::watchdog::DEFAULT_FLOOR_MS)),
     },
     Variable {
         name: "CCSWITCH_COOLDOWN_SCALE",
@@ -135,6 +142,8 @@ pub struct Settings {
     pub round_limit: Duration,
     pub first_response: Duration,
     pub stall: Duration,
+    /// `CCSWITCH_WATCHDOG_FLOOR_MS`: the least a pace-derived watchdog may be.
+    pub watchdog_floor: Duration,
     /// `CCSWITCH_COOLDOWN_SCALE`: multiplies every breaker cooldown (0–1; for tests and drills).
     pub cooldown_scale: f64,
     /// `--health-url` or `CCSWITCH_HEALTH_URL`: a Redis store; `None` = the state file.
@@ -327,6 +336,10 @@ pub fn from_lookup(
         round_limit: ms("CCSWITCH_ROUND_LIMIT_MS", DEFAULT_ROUND_LIMIT_MS)?,
         first_response: ms("CCSWITCH_FIRST_RESPONSE_MS", DEFAULT_FIRST_RESPONSE_MS)?,
         stall: ms("CCSWITCH_STALL_MS", DEFAULT_STALL_MS)?,
+        watchdog_floor: ms(
+            "CCSWITCH_WATCHDOG_FLOOR_MS",
+            crate::pace::watchdog::DEFAULT_FLOOR_MS,
+        )?,
         cooldown_scale,
     })
 }
@@ -582,6 +595,7 @@ mod tests {
         assert_eq!(default("CCSWITCH_ROUND_LIMIT_MS"), ms(s.round_limit));
         assert_eq!(default("CCSWITCH_FIRST_RESPONSE_MS"), ms(s.first_response));
         assert_eq!(default("CCSWITCH_STALL_MS"), ms(s.stall));
+        assert_eq!(default("CCSWITCH_WATCHDOG_FLOOR_MS"), ms(s.watchdog_floor));
         assert_eq!(
             default("CCSWITCH_COOLDOWN_SCALE"),
             Some(s.cooldown_scale.to_string())

@@ -33,6 +33,8 @@ pub struct Run<'a> {
     pub shared: &'a SharedHandle,
     pub console: &'a Console,
     pub groups: &'a PiGroups,
+    /// `--output-schema`, loaded.
+    pub schema: Option<job::OutputSchema>,
 }
 
 impl Run<'_> {
@@ -43,6 +45,10 @@ impl Run<'_> {
             text_files: prepared.text_files,
             images: prepared.images.len(),
             empty: prepared.empty.clone(),
+            schema: self
+                .schema
+                .as_ref()
+                .map(|s| (s.file.clone(), s.schema.draft_name())),
         };
         let (request, _) = JobRequest::build(job::Parts {
             prepared,
@@ -60,6 +66,7 @@ impl Run<'_> {
                 inv,
                 crate::capacity::START_LIMIT as usize,
             )),
+            schema: self.schema.clone(),
         });
         let thinking_source = match (&request.thinking.level, request.thinking.source) {
             (Some(t), ThinkingSource::Flag) => format!("{t} (--thinking)"),
@@ -200,7 +207,7 @@ fn deliver(
     if let Some(err) = output::end_message(ended) {
         console.error_line(&err);
     }
-    if let Some(hint) = output::retry_of(&ended.end) {
+    if let Some(hint) = output::retry_of(ended) {
         console.error_line(&format!("retry: {}", hint.reason));
     }
     let written = match &ended.end {
@@ -230,6 +237,10 @@ fn deliver(
             output::stdout_text(&text)
         }
         _ if inv.json => output::print_record(&output::record_of(ended, warnings)),
+        // With a schema: exactly the JSON value, on one line.
+        JobEnd::Machine(Outcome::Answer {
+            json: Some(json), ..
+        }) => output::answer(&json.compact),
         JobEnd::Machine(Outcome::Answer { text, .. }) => output::answer(text),
         _ => Ok(()),
     };

@@ -3,7 +3,9 @@
 //!
 //! A job line is a JSON object: `id` (a string or an integer, required), `prompt` (required),
 //! `files` (paths, as for `@file`), `system` (the job's system prompt), `tools` (the job's
-//! tool allowlist). Anything else is refused, so a typo such as `promt` is never ignored.
+//! tool allowlist), `schema` (a JSON Schema file the job's answer must validate against, in
+//! place of `--output-schema`). Anything else is refused, so a typo such as `promt` is never
+//! ignored.
 
 use std::borrow::Cow;
 
@@ -17,7 +19,7 @@ use crate::signals::Interrupt;
 pub const MAX_LINE: usize = 32 * 1024 * 1024;
 
 /// The fields a job line may have.
-const FIELDS: [&str; 5] = ["id", "prompt", "files", "system", "tools"];
+const FIELDS: [&str; 6] = ["id", "prompt", "files", "system", "tools", "schema"];
 
 /// A job's id: a JSON string or integer, echoed as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,17 +101,28 @@ pub struct JobSpec {
     pub system: Option<String>,
     /// Replaces `--tools`/`--no-tools`/`--no-builtin-tools` for this job (`[]`: no tools).
     pub tools: Option<Vec<String>>,
+    /// Replaces `--output-schema` for this job: the path of a JSON Schema file.
+    pub schema: Option<String>,
 }
 
 impl JobSpec {
     /// FNV-1a 64 of the job's canonical input: the compact JSON text of
-    /// `[prompt, files, system, tools]` (absent `system`/`tools` as `null`). It covers what the
-    /// line says, not the contents of its files.
+    /// `[prompt, files, system, tools]` (absent `system`/`tools` as `null`), with the `schema`
+    /// path as a fifth item when the line has one (so the hashes of lines without it stay what
+    /// they were). It covers what the line says, not the contents of its files.
     pub fn input_hash(&self) -> u64 {
         let mut h = Fnv::new();
-        let input = (&self.prompt, &self.files, &self.system, &self.tools);
         // Serializing strings and lists into a hasher cannot fail.
-        let _ = serde_json::to_writer(&mut h, &input);
+        let _ = match &self.schema {
+            None => serde_json::to_writer(
+                &mut h,
+                &(&self.prompt, &self.files, &self.system, &self.tools),
+            ),
+            Some(schema) => serde_json::to_writer(
+                &mut h,
+                &(&self.prompt, &self.files, &self.system, &self.tools, schema),
+            ),
+        };
         h.finish()
     }
 }
@@ -313,12 +326,28 @@ pub fn parse_line(line: &[u8]) -> Result<JobSpec, Invalid> {
         }
     };
     let tools = tools(&mut obj).map_err(fail)?;
+    let schema = match obj.remove("schema") {
+        None => None,
+        Some(Value::String(s)) if s.trim().is_empty() => {
+            return Err(fail(
+                "\"schema\" is empty (leave it out for --output-schema)".to_string(),
+            ));
+        }
+        Some(Value::String(s)) => Some(s),
+        Some(other) => {
+            return Err(fail(format!(
+                "\"schema\" must be a string: the path of a JSON Schema file (got {})",
+                kind(&other)
+            )));
+        }
+    };
     Ok(JobSpec {
         id,
         prompt,
         files,
         system,
         tools,
+        schema,
     })
 }
 

@@ -41,6 +41,27 @@ fn a_full_job_parses() {
     assert_eq!(j.id.value(), &json!(2));
     assert_eq!(j.tools, Some(Vec::new()), "tools: [] means no tools");
     assert_eq!(j.system, None);
+    assert_eq!(j.schema, None);
+    let j = ok(r#"{"id":3,"prompt":"three","schema":"schemas/review.json"}"#);
+    assert_eq!(j.schema.as_deref(), Some("schemas/review.json"));
+}
+
+#[test]
+fn a_schema_field_is_a_path() {
+    for (line, want) in [
+        (
+            r#"{"id":4,"prompt":"p","schema":""}"#,
+            "\"schema\" is empty (leave it out for --output-schema)",
+        ),
+        (
+            r#"{"id":4,"prompt":"p","schema":{"type":"object"}}"#,
+            "\"schema\" must be a string: the path of a JSON Schema file (got an object)",
+        ),
+    ] {
+        let e = err(line);
+        assert_eq!(e.reason, want, "{line}");
+        assert_eq!(e.id.as_ref().map(JobId::value), Some(&json!(4)));
+    }
 }
 
 #[test]
@@ -108,7 +129,7 @@ fn messages_are_exact() {
         (
             r#"{"id":"e","prompt":"p","promt":1}"#,
             Some(json!("e")),
-            "unknown field \"promt\" (a job has id, prompt, files, system, tools)",
+            "unknown field \"promt\" (a job has id, prompt, files, system, tools, schema)",
         ),
         (
             r#"{"id":3,"prompt":"p","files":[""]}"#,
@@ -214,6 +235,9 @@ fn input_hashes_are_the_documented_ones() {
         a.input_hash(),
         "tools: [] differs from no tools"
     );
+    // A schema path is a fifth item; lines without one keep their hashes.
+    let e = ok(r#"{"id":1,"prompt":"Summarise.","files":["a.md"],"schema":"s.json"}"#);
+    assert_eq!(e.input_hash(), 0xbb94_7e43_1b37_c28c);
 }
 
 #[test]
@@ -347,6 +371,7 @@ proptest! {
         files in prop::collection::vec("[!-~&&[^-]][ -~]{0,8}", 0..3),
         system in proptest::option::of("[ -~]{0,5}[!-~]"),
         tools in proptest::option::of(prop::collection::vec("[a-z_]{1,8}", 0..3)),
+        schema in proptest::option::of("[!-~][ -~]{0,8}"),
     ) {
         let mut m = Map::new();
         m.insert("id".into(), id.clone());
@@ -354,12 +379,14 @@ proptest! {
         m.insert("files".into(), json!(files));
         if let Some(s) = &system { m.insert("system".into(), json!(s)); }
         if let Some(t) = &tools { m.insert("tools".into(), json!(t)); }
+        if let Some(s) = &schema { m.insert("schema".into(), json!(s)); }
         let job = parse_line(Value::Object(m).to_string().as_bytes()).expect("valid");
         prop_assert_eq!(job.id.value(), &id);
         prop_assert_eq!(job.prompt, prompt);
         prop_assert_eq!(job.files, files);
         prop_assert_eq!(job.system, system);
         prop_assert_eq!(job.tools, tools);
+        prop_assert_eq!(job.schema, schema);
     }
 }
 

@@ -15,6 +15,7 @@ pub mod input;
 pub mod jobs;
 pub mod ledger;
 pub mod order;
+pub mod schema_memory;
 pub mod shard;
 pub mod sink;
 pub mod summary;
@@ -83,6 +84,7 @@ pub async fn run(
 ) -> anyhow::Result<Exit> {
     // Everything that can refuse the batch outright comes first, before any Pi starts and while
     // Ctrl-C still simply ends the process (opening a FIFO as the job file may wait).
+    let schema = crate::job::output_schema(inv)?;
     if let Some(path) = &args.output {
         refuse_output(path, &args.file)?;
     }
@@ -145,6 +147,9 @@ pub async fn run(
         workers,
         origins: crate::served::Origins::load(settings, inv),
         permanent_ok: args.permanent_ok,
+        schema,
+        schemas: std::cell::RefCell::default(),
+        schema_misses: std::cell::RefCell::default(),
     };
     let (recorded, target) = match ledger {
         Some(l) => (l.recorded, SinkTarget::File(l.guard)),
@@ -343,12 +348,14 @@ impl Batch {
                                 &done.failed_usage,
                                 &done.failed_classes,
                             );
+                            tally.record_schema(&done.schema_failures);
                             tally.record_capacity(
                                 done.model.as_ref().map(ModelKey::provider),
                                 &done.capacity_signals,
                                 done.capacity_wait_ms,
                             );
                             tally.record_waits(&done.label, done.primary_wait_ms, done.max_wait);
+                            tally.record_silence(&done.silence_cuts);
                             if shared.ordered {
                                 order.push(done.index, Some(done.line));
                                 shared.print_ready(&mut order, &sink).await;
@@ -439,10 +446,17 @@ impl Batch {
         if let Some(line) = tally.capacity_line(&limits) {
             console.progress_line(&line);
         }
-        for line in [tally.primary_line(), tally.max_wait_line()]
-            .into_iter()
-            .flatten()
+        for line in [
+            tally.primary_line(),
+            tally.max_wait_line(),
+            tally.silence_line(),
+        ]
+        .into_iter()
+        .flatten()
         {
+            console.progress_line(&line);
+        }
+        if let Some(line) = tally.schema_line() {
             console.progress_line(&line);
         }
         // Last: what will fail the same way every night until its input changes.
@@ -698,6 +712,7 @@ mod tests {
             config: crate::failover::Config {
                 first_response: Duration::from_secs(1),
                 stall: Duration::from_secs(1),
+                watchdog_floor: Duration::from_secs(1),
                 round_limit: Duration::from_secs(1),
                 cooldown_scale: 1.0,
                 models_scope: None,
@@ -717,6 +732,9 @@ mod tests {
             workers,
             origins: None,
             permanent_ok: false,
+            schema: None,
+            schemas: Default::default(),
+            schema_misses: Default::default(),
         };
         Shared {
             plan,

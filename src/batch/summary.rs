@@ -32,6 +32,13 @@ pub struct BatchTally {
     providers: BTreeMap<String, ProviderTally>,
     /// Time jobs spent waiting for a capacity slot, summed.
     capacity_wait_ms: u64,
+    /// Per provider: attempts cut for silence (a watchdog or the deadline's share; bounded
+    /// like `models`).
+    silence_cuts: BTreeMap<String, u64>,
+    /// Answers that did not conform to the job's schema, per model (bounded like `models`).
+    schema_failures: BTreeMap<String, u64>,
+    /// Those of models past the bound.
+    other_schema_failures: u64,
     /// The jobs that failed in their own input, this run or before it (named at the end).
     permanent: Permanent,
     /// Jobs that waited for their primary (`--prefer-primary`): how many, how long in all and
@@ -181,6 +188,35 @@ impl BatchTally {
         ))
     }
 
+    /// The providers of a finished job's attempts that were cut for silence, one entry each.
+    pub fn record_silence(&mut self, providers: &[String]) {
+        for p in providers {
+            if let Some(n) = self.silence_cuts.get_mut(p) {
+                *n += 1;
+            } else if self.silence_cuts.len() < MAX_MODELS {
+                self.silence_cuts.insert(p.clone(), 1);
+            }
+        }
+    }
+
+    /// `batch: attempts cut for silence: glm 3, qwen 1` (`None` when none was): how often a
+    /// provider's silence, far outside its own pace or past its share of a deadline, cost an
+    /// attempt (issue 31).
+    pub fn silence_line(&self) -> Option<String> {
+        if self.silence_cuts.is_empty() {
+            return None;
+        }
+        let parts: Vec<String> = self
+            .silence_cuts
+            .iter()
+            .map(|(p, n)| format!("{p} {n}"))
+            .collect();
+        Some(format!(
+            "batch: attempts cut for silence (no first response or a stalled stream): {}",
+            parts.join(", ")
+        ))
+    }
+
     /// The capacity line of the summary: per provider the answers, the capacity signals and
     /// the limit it ended at (`limits`, as the store has them), and the time spent waiting for
     /// slots. `None` when no provider answered or signalled.
@@ -208,6 +244,39 @@ impl BatchTally {
         Some(format!(
             "batch: capacity: {}; waited for slots {waited:.1} s in all",
             parts.join("; ")
+        ))
+    }
+
+    /// The models whose answers did not conform to a job's schema, one entry per answer.
+    pub fn record_schema(&mut self, models: &[String]) {
+        for m in models {
+            if let Some(n) = self.schema_failures.get_mut(m) {
+                *n += 1;
+            } else if self.schema_failures.len() < MAX_MODELS {
+                self.schema_failures.insert(m.clone(), 1);
+            } else {
+                self.other_schema_failures += 1;
+            }
+        }
+    }
+
+    /// The schema line of the summary: how many answers did not conform, per model, most
+    /// first. `None` when every answer did (or no schema was in force).
+    pub fn schema_line(&self) -> Option<String> {
+        let total = self.schema_failures.values().sum::<u64>() + self.other_schema_failures;
+        if total == 0 {
+            return None;
+        }
+        let mut per_model: Vec<(&String, &u64)> = self.schema_failures.iter().collect();
+        per_model.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let mut parts: Vec<String> = per_model.iter().map(|(m, n)| format!("{m} {n}")).collect();
+        if self.other_schema_failures > 0 {
+            parts.push(format!("other models {}", self.other_schema_failures));
+        }
+        Some(format!(
+            "batch: schema: {total} non-conforming answer{} ({})",
+            if total == 1 { "" } else { "s" },
+            parts.join(", ")
         ))
     }
 
@@ -411,6 +480,43 @@ mod tests {
             "{line}"
         );
         assert!(line.ends_with(", x-8, and 11 more"), "{line}");
+    }
+
+    #[test]
+    fn the_silence_line_counts_cut_attempts_per_provider() {
+        let mut t = BatchTally::default();
+        assert_eq!(t.silence_line(), None);
+        t.record_silence(&["zhipu".into(), "zhipu".into()]);
+        t.record_silence(&[]);
+        t.record_silence(&["deepseek".into()]);
+        assert_eq!(
+            t.silence_line().as_deref(),
+            Some(
+                "batch: attempts cut for silence (no first response or a stalled stream): \
+                 deepseek 1, zhipu 2"
+            )
+        );
+        for i in 0..200 {
+            t.record_silence(&[format!("p{i}")]);
+        }
+        assert_eq!(t.silence_cuts.len(), MAX_MODELS, "bounded");
+    }
+
+    #[test]
+    fn the_schema_line_counts_non_conforming_answers_per_model() {
+        let mut t = BatchTally::default();
+        assert_eq!(t.schema_line(), None);
+        t.record_schema(&["a/m".into(), "a/m".into(), "b/n".into()]);
+        t.record_schema(&["b/n".into(), "b/n".into()]);
+        assert_eq!(
+            t.schema_line().unwrap(),
+            "batch: schema: 5 non-conforming answers (b/n 3, a/m 2)"
+        );
+        let mut many = BatchTally::default();
+        let models: Vec<String> = (0..MAX_MODELS + 2).map(|i| format!("p/m{i:03}")).collect();
+        many.record_schema(&models);
+        let line = many.schema_line().unwrap();
+        assert!(line.ends_with(", other models 2)"), "{line}");
     }
 
     #[test]

@@ -51,6 +51,12 @@ pub struct BatchPlan {
     pub origins: Option<Origins>,
     /// `--permanent-ok`: failures in the input itself do not make the batch's exit code.
     pub permanent_ok: bool,
+    /// `--output-schema`: the schema of every job without its own `schema`.
+    pub schema: Option<job::OutputSchema>,
+    /// The schema files jobs named, loaded once each.
+    pub schemas: std::cell::RefCell<job::SchemaCache>,
+    /// Which models could not follow which schema, in this batch's jobs so far.
+    pub schema_misses: std::cell::RefCell<super::schema_memory::SchemaMemory>,
 }
 
 impl BatchPlan {
@@ -102,6 +108,8 @@ pub struct Done {
     pub failed_usage: Usage,
     /// The class of each attempt that did not answer (for the summary).
     pub failed_classes: Vec<&'static str>,
+    /// The model of each attempt whose answer did not conform to the job's schema.
+    pub schema_failures: Vec<String>,
     /// The provider of each attempt refused for capacity.
     pub capacity_signals: Vec<String>,
     pub capacity_wait_ms: u64,
@@ -109,6 +117,8 @@ pub struct Done {
     pub primary_wait_ms: u64,
     /// It ended by `--max-wait` (this bound, in ms).
     pub max_wait: Option<u64>,
+    /// The provider of each attempt cut for silence (a watchdog, or its share of the deadline).
+    pub silence_cuts: Vec<String>,
 }
 
 /// How a job ended for the batch.
@@ -289,6 +299,16 @@ impl Worker {
             model,
             usage: ended.answer_usage(),
             failed_usage: ended.failed_usage(),
+            schema_failures: ended
+                .attempts
+                .iter()
+                .filter(|a| {
+                    a.failure
+                        .as_ref()
+                        .is_some_and(|f| f.class == crate::failover::classify::FailureClass::Schema)
+                })
+                .map(|a| a.model.to_string())
+                .collect(),
             failed_classes: ended
                 .attempts
                 .iter()
@@ -311,6 +331,16 @@ impl Worker {
                 }) => Some(*limit_ms),
                 _ => None,
             },
+            silence_cuts: ended
+                .attempts
+                .iter()
+                .filter(|a| {
+                    a.failure
+                        .as_ref()
+                        .is_some_and(crate::failover::classify::Classification::silence)
+                })
+                .map(|a| a.model.provider().to_string())
+                .collect(),
         }
     }
 
@@ -321,6 +351,17 @@ impl Worker {
         stops: &mut watch::Receiver<Option<Stop>>,
     ) -> Ran {
         let plan = ctx.plan;
+        let schema = match &spec.schema {
+            None => plan.schema.clone(),
+            // Nothing is sent for a job whose schema cannot be used.
+            Some(file) => match plan.schemas.borrow_mut().get(file) {
+                Ok(s) => Some(s),
+                Err(bad) => {
+                    let ended = Ended::bare(JobEnd::Unprepared(Unprepared::Schema(bad)));
+                    return Ran::Ended(Box::new(ended));
+                }
+            },
+        };
         // The job's deadline covers reading its attachments too.
         let deadline = clock::now().instant + plan.timeout;
         let timeout_ms = u64::try_from(plan.timeout.as_millis()).unwrap_or(u64::MAX);
@@ -350,7 +391,7 @@ impl Worker {
                 return Ran::Ended(Box::new(ended));
             }
         };
-        let (request, rest) = JobRequest::build(job::Parts {
+        let (mut request, rest) = JobRequest::build(job::Parts {
             prepared,
             prompt: &spec.prompt,
             config: plan.config.clone(),
@@ -362,7 +403,11 @@ impl Worker {
             explain: false,
             deadline,
             capacity: Some(plan.capacity_for(self.number)),
+            schema,
         });
+        if let Some(s) = &request.schema {
+            request.schema_avoid = plan.schema_misses.borrow().avoid(s);
+        }
         // What the files held when the job ran, for its result (and `--rerun-changed`).
         let finish = |mut ended: Ended| {
             if !spec.files.is_empty() {
@@ -400,6 +445,9 @@ impl Worker {
             let ended = session
                 .run(&request, ctx.shared, stops, ctx.console, &mut quiet)
                 .await;
+            if let Some(s) = &request.schema {
+                plan.schema_misses.borrow_mut().learn(s, &ended);
+            }
             if matches!(ended.end, JobEnd::Machine(Outcome::Setup(_))) {
                 return Ran::Setup(Box::new(ended));
             }
@@ -480,10 +528,12 @@ fn invalid_line(index: usize, number: u64, invalid: &Invalid, line_hash: u64) ->
         usage: Usage::default(),
         failed_usage: Usage::default(),
         failed_classes: Vec::new(),
+        schema_failures: Vec::new(),
         capacity_signals: Vec::new(),
         capacity_wait_ms: 0,
         primary_wait_ms: 0,
         max_wait: None,
+        silence_cuts: Vec::new(),
     }
 }
 

@@ -189,6 +189,10 @@ pub struct Cli {
     #[arg(short, long, action = ArgAction::Count)]
     pub verbose: u8,
 
+    /// The answer must be one JSON value valid against the JSON Schema in FILE; it is printed on one line. A non-conforming answer is asked again once, then fails over (class schema)
+    #[arg(long, value_name = "FILE", allow_hyphen_values = true)]
+    pub output_schema: Option<String>,
+
     /// Print one JSON object instead of the plain answer (batch mode always prints JSONL)
     #[arg(long)]
     pub json: bool,
@@ -392,6 +396,8 @@ pub struct Invocation {
     pub max_wait: Option<std::time::Duration>,
     /// `--prefer-primary`, when given (it replaces `CCSWITCH_PREFER_PRIMARY`).
     pub prefer_primary: Option<std::time::Duration>,
+    /// `--output-schema`: the answers must validate against this schema file.
+    pub output_schema: Option<PathBuf>,
     pub mode: Mode,
 }
 
@@ -671,6 +677,15 @@ impl Cli {
             }
         }
         let health_url = checked("--health-url", self.health_url)?;
+        let output_schema = match checked("--output-schema", self.output_schema)? {
+            Some(f) if f == "-" => {
+                return Err(UsageError(
+                    "--output-schema takes a file (standard input may carry the prompt's @-)"
+                        .to_string(),
+                ));
+            }
+            other => other.map(PathBuf::from),
+        };
         let max_inflight = if self.max_inflight.is_empty() {
             None
         } else {
@@ -740,6 +755,12 @@ impl Cli {
         } else {
             Mode::Run
         };
+        if output_schema.is_some() && matches!(mode, Mode::Manage(_)) {
+            return Err(UsageError(
+                "--output-schema applies to a run, --explain or --batch, not to a management flag"
+                    .to_string(),
+            ));
+        }
         if self.explain && !matches!(mode, Mode::Explain) {
             return Err(UsageError(
                 "--explain explains a single run; it cannot be combined with --batch or a \
@@ -815,6 +836,7 @@ impl Cli {
             budget,
             max_wait: self.max_wait,
             prefer_primary: self.prefer_primary,
+            output_schema,
             mode,
         })
     }

@@ -415,6 +415,46 @@ fn stdin_attachment_and_batch_flags() {
 }
 
 #[test]
+fn output_schema_takes_a_file_for_runs_explain_and_batches() {
+    let inv = run(&["--output-schema", "review.json", "review", "this"]).unwrap();
+    assert_eq!(inv.output_schema, Some(PathBuf::from("review.json")));
+    assert_eq!(inv.prompt, "review this");
+    // Not forwarded to Pi: the runner tells the model itself.
+    assert!(inv.pi_args().is_empty());
+    let inv = run(&["--output-schema=s.json", "--explain", "hi"]).unwrap();
+    assert_eq!(inv.mode, Mode::Explain);
+    let inv = run(&["--batch", "jobs.jsonl", "--output-schema", "s.json"]).unwrap();
+    assert!(matches!(inv.mode, Mode::Batch(_)));
+    assert_eq!(inv.output_schema, Some(PathBuf::from("s.json")));
+    assert_eq!(run(&["hi"]).unwrap().output_schema, None);
+    for (args, want) in [
+        (
+            &["--output-schema", "", "hi"][..],
+            "--output-schema requires a value",
+        ),
+        (
+            &["--output-schema", "--json", "hi"],
+            "--output-schema requires a value",
+        ),
+        (
+            &["hi", "--output-schema"],
+            "--output-schema requires a value",
+        ),
+        (
+            &["--output-schema", "-", "hi"],
+            "--output-schema takes a file",
+        ),
+        (
+            &["--status", "--output-schema", "s.json"],
+            "--output-schema applies to a run, --explain or --batch",
+        ),
+    ] {
+        let err = run(args).unwrap_err();
+        assert!(err.starts_with(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
 fn explain_wait_and_health_url() {
     assert_eq!(run(&["--explain", "q"]).unwrap().mode, Mode::Explain);
     assert!(

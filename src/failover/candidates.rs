@@ -54,6 +54,9 @@ pub struct Filter<'a> {
     pub now_ms: u64,
     /// Providers whose probe lease this process holds.
     pub own_leases: &'a [crate::health::ProbeTarget],
+    /// Models tried after every other (`provider/id`): they could not follow this job's schema
+    /// in an earlier job of the batch.
+    pub last_resort: &'a BTreeSet<String>,
 }
 
 /// Healthy candidates for replacing `current`, best first.
@@ -122,6 +125,10 @@ pub fn server(m: &ModelInfo) -> Option<String> {
 fn penalty(current: &ModelInfo, m: &ModelInfo, f: &Filter<'_>) -> f64 {
     let health = f.health;
     let mut p = 0.0;
+    if f.last_resort.contains(m.key().as_str()) {
+        // After every other preference: they answered, but not as this job needs.
+        p += 100_000.0;
+    }
     if let Some(limit) = f.larger_output_than
         && m.max_tokens.is_none_or(|t| t <= limit)
     {
@@ -283,6 +290,7 @@ mod tests {
         larger_context_than: Option<u64>,
         larger_output_than: Option<u64>,
         capped: BTreeSet<String>,
+        last_resort: BTreeSet<String>,
     }
 
     impl TestRound {
@@ -296,6 +304,7 @@ mod tests {
                 larger_context_than: None,
                 larger_output_than: None,
                 capped: BTreeSet::new(),
+                last_resort: BTreeSet::new(),
             }
         }
 
@@ -324,6 +333,7 @@ mod tests {
                 health: &self.health,
                 now_ms: 1_000,
                 own_leases: &[],
+                last_resort: &self.last_resort,
             };
             rank(current, pool, &filter)
                 .iter()
@@ -721,5 +731,23 @@ mod tests {
         // An unknown limit of the cut model (0): any known limit is larger.
         r.larger_output_than = Some(0);
         assert_eq!(r.rank(&current, &pool), ["b/glm-4.6", "d/big", "c/other"]);
+    }
+
+    /// A model that could not follow this job's schema earlier in the batch is tried after
+    /// every other, even the one a truncation would put last (issue 33).
+    #[test]
+    fn a_model_that_failed_the_schema_is_tried_last() {
+        let current = model("a", "glm-4.6");
+        let pool = vec![
+            current.clone(),
+            model("b", "glm-4.6"),
+            model("c", "other"),
+            with(model("d", "big"), |m| m.max_tokens = Some(32_000)),
+        ];
+        let mut r = TestRound::new();
+        r.last_resort.insert("b/glm-4.6".into());
+        assert_eq!(r.rank(&current, &pool), ["c/other", "d/big", "b/glm-4.6"]);
+        r.larger_output_than = Some(4096);
+        assert_eq!(r.rank(&current, &pool), ["d/big", "c/other", "b/glm-4.6"]);
     }
 }

@@ -63,6 +63,19 @@ pub struct Classification {
     pub stated: Option<Stated>,
 }
 
+/// The marker of an attempt our watchdog cut (no first response, or a stalled stream).
+pub const WATCHDOG_MARKER: &str = "watchdog";
+/// The marker of an attempt cut at its share of a shared deadline (issue 31), other candidates
+/// still to try.
+pub const SHARE_MARKER: &str = "deadline share";
+
+impl Classification {
+    /// The attempt was cut for silence: by a watchdog, or at its share of the deadline.
+    pub fn silence(&self) -> bool {
+        self.matched == WATCHDOG_MARKER || self.matched == SHARE_MARKER
+    }
+}
+
 /// The HTTP status Pi put at the start of `errorMessage`, in any of the shapes Pi's providers
 /// produce:
 ///
@@ -572,7 +585,11 @@ fn class_of(obs: &Observation<'_>) -> Classification {
         return verdict(FailureClass::UserAbort, Scope::Round, "user abort".into());
     }
     if obs.watchdog {
-        return verdict(FailureClass::Endpoint, Scope::Endpoint, "watchdog".into());
+        return verdict(
+            FailureClass::Endpoint,
+            Scope::Endpoint,
+            WATCHDOG_MARKER.into(),
+        );
     }
     let text = head(obs.error_message, MAX_CLASSIFIED);
     let norm = normalise(text);

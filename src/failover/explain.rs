@@ -36,6 +36,8 @@ pub struct Explanation {
     pub candidates: Vec<Ranked>,
     /// Every other model Pi lists, with the reason it is left out.
     pub excluded: Vec<Excluded>,
+    /// The cooldowns a failure would open, per class ([`cooldowns`]).
+    pub cooldowns: Vec<Cooldown>,
 }
 
 /// What `--explain` says about waiting (issue 32).
@@ -58,6 +60,164 @@ pub struct Waiting {
 pub struct Ranked {
     pub model: String,
     pub reason: String,
+    /// What its recent clean answers took (issue 31); `None` with none in the last week.
+    pub pace: Option<Pace>,
+    /// The watchdogs it would run under.
+    pub watchdogs: Option<WatchdogLimits>,
+    /// How long it would wait for a first response under `--timeout-ms`, when that is its
+    /// share of the deadline (other candidates left after it; the first candidate only).
+    pub first_response_share_ms: Option<u64>,
+}
+
+impl Ranked {
+    pub fn new(model: String, reason: String) -> Ranked {
+        Ranked {
+            model,
+            reason,
+            pace: None,
+            watchdogs: None,
+            first_response_share_ms: None,
+        }
+    }
+}
+
+/// A model's pace as `--explain` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Pace {
+    pub answers: usize,
+    pub trusted: bool,
+    pub first_response_p95_ms: u64,
+    pub longest_gap_p95_ms: u64,
+    /// `first response p95 1.2 s, longest gap p95 300 ms over 40 answers`.
+    pub text: String,
+}
+
+impl Pace {
+    pub fn of(s: &crate::pace::Summary) -> Pace {
+        Pace {
+            answers: s.answers,
+            trusted: s.trusted(),
+            first_response_p95_ms: s.first_p95_ms,
+            longest_gap_p95_ms: s.gap_p95_ms,
+            text: s.describe(),
+        }
+    }
+}
+
+/// The watchdog limits of a candidate, and how each was derived.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WatchdogLimits {
+    pub first_response_ms: u64,
+    pub stall_ms: u64,
+    /// `4.6 s (from p95 1.2 s over 40 answers)`.
+    pub first_response: String,
+    pub stall: String,
+}
+
+impl WatchdogLimits {
+    pub fn of(w: &crate::pace::watchdog::Watchdogs) -> WatchdogLimits {
+        WatchdogLimits {
+            first_response_ms: w.first_response.ms,
+            stall_ms: w.stall.ms,
+            first_response: w.first_response.to_string(),
+            stall: w.stall.to_string(),
+        }
+    }
+}
+
+/// The cooldowns of one kind of failure: the first, and how they grow.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cooldown {
+    /// `endpoint`, `auth_quota`, `rate_limit`, `model`, `content_policy`, `unknown`.
+    pub class: &'static str,
+    /// The first cooldowns in a row, each after one more failed probe (scaled by
+    /// `CCSWITCH_COOLDOWN_SCALE`), up to the cap.
+    pub steps_ms: Vec<u64>,
+    /// For people: `endpoint (5xx, resets, silence) 10s, growing by half while its probes fail
+    /// to 2m00s, then doubling to 30m00s`.
+    pub text: String,
+}
+
+/// The cooldown curves a run would use, `scale` applied (see `health::cooldown`).
+pub fn cooldowns(scale: f64) -> Vec<Cooldown> {
+    use crate::health::FailureClass as C;
+    use crate::health::cooldown::{ENDPOINT_SHORT_CAP_MS, cooldown_ms};
+    let steps = |class: C| -> Vec<u64> {
+        let mut out: Vec<u64> = Vec::new();
+        for n in 1..=12 {
+            let Some(ms) = cooldown_ms(class, n, scale) else {
+                break;
+            };
+            if out.last() == Some(&ms) {
+                break;
+            }
+            out.push(ms);
+        }
+        out
+    };
+    let span = |v: &[u64]| match (v.first(), v.last()) {
+        (Some(a), Some(b)) if a != b => format!("{}, doubling to {}", human_ms(*a), human_ms(*b)),
+        (Some(a), _) => human_ms(*a),
+        _ => "none".to_string(),
+    };
+    let endpoint = steps(C::Endpoint);
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss,
+        reason = "a scaled cooldown for display"
+    )]
+    let short_cap = ((ENDPOINT_SHORT_CAP_MS as f64) * scale.clamp(0.0, 1.0)).round() as u64;
+    let endpoint_text = match (endpoint.first(), endpoint.last()) {
+        (Some(first), Some(last)) => format!(
+            "endpoint (5xx, resets, silence) {}, growing by half while its probes fail to {}, \
+             then doubling to {}",
+            human_ms(*first),
+            human_ms(short_cap),
+            human_ms(*last)
+        ),
+        _ => "endpoint: none".to_string(),
+    };
+    let auth = steps(C::Quota);
+    let rate = steps(C::RateLimit);
+    let model = steps(C::Model);
+    let policy = steps(C::ContentPolicy);
+    let unknown = steps(C::Unknown);
+    vec![
+        Cooldown {
+            class: "endpoint",
+            text: endpoint_text,
+            steps_ms: endpoint,
+        },
+        Cooldown {
+            class: "auth_quota",
+            text: format!("auth and quota {} (a stated reset decides)", span(&auth)),
+            steps_ms: auth,
+        },
+        Cooldown {
+            class: "rate_limit",
+            text: format!(
+                "rate limit {} (when it opens a breaker; a stated delay is the least)",
+                span(&rate)
+            ),
+            steps_ms: rate,
+        },
+        Cooldown {
+            class: "model",
+            text: format!("model {}", span(&model)),
+            steps_ms: model,
+        },
+        Cooldown {
+            class: "content_policy",
+            text: format!("content policy {}", span(&policy)),
+            steps_ms: policy,
+        },
+        Cooldown {
+            class: "unknown",
+            text: format!("unknown {}", span(&unknown)),
+            steps_ms: unknown,
+        },
+    ]
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -386,7 +546,7 @@ mod server_tests {
         assert_eq!(
             second.reason,
             "its base URL is down: open endpoint breaker zai@https://api.z.ai/api/coding/paas/v4, \
-             1m59s left: back at 1970-01-01 00:02:00 UTC"
+             9s left: back at 1970-01-01 00:00:10 UTC"
         );
     }
 }

@@ -14,5 +14,5 @@ pub mod waiting;
 
 pub use ending::{Exhaustion, Fatal, SetupProblem};
 pub use machine::{
-    Action, Attempt, CapacityOptions, Config, Input, Machine, Note, Options, Outcome,
+    Action, Attempt, CapacityOptions, Config, Input, Machine, Note, Options, Outcome, Rejected,
 };

@@ -17,8 +17,11 @@ use crate::rpc::{Command, Incoming, Usage};
 /// Tunables, from settings and the command line.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The watchdogs' ceilings, and their values while a model has no pace yet.
     pub first_response: Duration,
     pub stall: Duration,
+    /// The least a watchdog derived from a model's pace may be (`CCSWITCH_WATCHDOG_FLOOR_MS`).
+    pub watchdog_floor: Duration,
     pub round_limit: Duration,
     /// 1.0 = SPEC cooldowns; smaller values shrink them (tests).
     pub cooldown_scale: f64,
@@ -74,6 +77,12 @@ pub struct Options {
     /// Take a capacity slot on a provider before each attempt (see `crate::capacity`); `None`
     /// sends without slots.
     pub capacity: Option<CapacityOptions>,
+    /// A schema is in force (`--output-schema`): a complete answer is judged against it
+    /// ([`Action::CheckAnswer`]) before it counts.
+    pub schema: bool,
+    /// Models (`provider/id`) that could not follow this job's schema in an earlier job of the
+    /// batch: tried last, and not started from when another candidate exists.
+    pub schema_avoid: std::collections::BTreeSet<String>,
 }
 
 /// How this run takes capacity slots.
@@ -131,6 +140,9 @@ pub enum Input {
     Abandon,
     /// The instant [`super::Machine::poll_deadline`] returned has come.
     Timeout,
+    /// What [`Action::CheckAnswer`] came to: the answer's JSON value, or why it does not
+    /// conform to the job's schema.
+    AnswerChecked(Result<crate::schema::Conforming, crate::schema::Rejection>),
 }
 
 /// Why a run ended.
@@ -139,6 +151,8 @@ pub enum Outcome {
     Answer {
         text: String,
         model: ModelInfo,
+        /// With a schema in force: the answer's JSON value (what stdout prints).
+        json: Option<Box<crate::schema::Conforming>>,
     },
     /// No healthy candidate left, or the round window ran out (exit 1).
     Exhausted {
@@ -185,6 +199,19 @@ pub struct Attempt {
     /// The text of an answer cut at the output limit ([`FailureClass::Truncated`]): never
     /// printed as an answer, shown only in `--json`.
     pub partial: Option<String>,
+    /// The attempt was still waiting for its first response when the run ended without
+    /// judging it (the deadline): how long it had waited (exit 124's hint names it).
+    pub silent_ms: Option<u64>,
+    /// A complete answer that did not conform to the schema ([`FailureClass::Schema`]): shown
+    /// only in `--json`.
+    pub rejected: Option<Rejected>,
+}
+
+/// An answer the schema rejected, and why (a short list: see `schema::limits`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejected {
+    pub answer: String,
+    pub errors: Vec<String>,
 }
 
 /// What a progress line is about, so each mode shows what matters to it: a single run shows
@@ -258,6 +285,11 @@ pub enum Action {
         line: String,
         note: Note,
     },
+    /// Judge this complete answer against the job's schema (off the event loop: a large answer
+    /// takes milliseconds); the verdict comes back as [`Input::AnswerChecked`].
+    CheckAnswer {
+        text: String,
+    },
     Finish(Outcome),
 }
 
@@ -319,6 +351,9 @@ pub(super) enum SwitchReason {
     /// The start model's provider is over its `--max-cost` cap (this process's business: not
     /// news for the shared switch log).
     OverBudget,
+    /// The start model could not follow this job's schema in an earlier job of the batch (this
+    /// process's business too).
+    Unsuited,
 }
 
 impl SwitchReason {
@@ -331,6 +366,7 @@ impl SwitchReason {
             SwitchReason::Reopened => "reopened",
             SwitchReason::Capacity => "capacity",
             SwitchReason::OverBudget => "over budget",
+            SwitchReason::Unsuited => "did not follow this schema in an earlier job",
         }
     }
 }
@@ -339,6 +375,11 @@ impl SwitchReason {
 pub(super) enum Phase {
     /// Waiting for `get_state` and `get_available_models`.
     Starting,
+    /// `model` gave a complete answer (`text`), which is being judged against the schema.
+    Checking {
+        model: ModelInfo,
+        text: String,
+    },
     /// Waiting for the answer to a probe-lease claim on `target` before using `model`.
     Claiming {
         model: ModelInfo,

@@ -16,6 +16,9 @@ pub enum FailureClass {
     /// The answer was cut at the model's output limit (`finish_reason: length`): incomplete,
     /// so not an answer; no breaker (the model is healthy, the answer too long for it).
     Truncated,
+    /// The answer is not one JSON value valid against `--output-schema`, after one re-ask: no
+    /// breaker (a model that cannot follow this schema is not a dead provider).
+    Schema,
     UserAbort,
     Unknown,
 }
@@ -27,7 +30,7 @@ pub enum Scope {
     /// provider + normalised base URL
     Endpoint,
     Model,
-    /// no breaker: affects this round only (context overflow, truncation, user abort)
+    /// no breaker: affects this round only (context overflow, truncation, schema, user abort)
     Round,
 }
 
@@ -42,6 +45,7 @@ impl FailureClass {
             FailureClass::ContentPolicy => "content_policy",
             FailureClass::ContextOverflow => "context_overflow",
             FailureClass::Truncated => "truncated",
+            FailureClass::Schema => "schema",
             FailureClass::UserAbort => "user_abort",
             FailureClass::Unknown => "unknown",
         }
@@ -57,6 +61,7 @@ impl FailureClass {
             "content_policy" => FailureClass::ContentPolicy,
             "context_overflow" => FailureClass::ContextOverflow,
             "truncated" => FailureClass::Truncated,
+            "schema" => FailureClass::Schema,
             "user_abort" => FailureClass::UserAbort,
             "unknown" => FailureClass::Unknown,
             _ => return None,

@@ -1,5 +1,9 @@
 //! Cooldown arithmetic of SPEC §3: a base per failure class, doubled per consecutive failure, up
 //! to a cap. Wall-clock milliseconds in and out. Pure.
+//!
+//! Endpoint breakers (5xx, resets, silence) follow a curve of their own (SPEC §7 "failback in
+//! seconds", [`endpoint_cooldown_ms`]): a blip costs seconds of backup, a provider that stays
+//! down one probe per cooldown, with cooldowns growing to the class's old windows.
 
 use super::class::FailureClass;
 
@@ -45,16 +49,50 @@ pub fn cooldown_base_and_cap(class: FailureClass) -> Option<(u64, u64)> {
         // Content policy: the model cools for 2 min; its family is avoided for the round instead.
         FailureClass::ContentPolicy => Some((2 * MIN, 2 * MIN)),
         FailureClass::Unknown => Some((2 * MIN, 30 * MIN)),
-        FailureClass::ContextOverflow | FailureClass::Truncated | FailureClass::UserAbort => None,
+        FailureClass::ContextOverflow
+        | FailureClass::Truncated
+        | FailureClass::Schema
+        | FailureClass::UserAbort => None,
     }
 }
 
-/// Cooldown length after the `consecutive`-th failure in a row (1-based): base · 2^(n−1), capped.
-/// `scale` lets tests and the environment shrink every cooldown (1.0 = SPEC values).
+/// The first endpoint cooldown: a blip costs this much of the backup.
+pub const ENDPOINT_FIRST_MS: u64 = 10_000;
+/// Where the short endpoint cooldowns stop growing by half and the class's old windows (2 min,
+/// doubling to 30 min) take over.
+pub const ENDPOINT_SHORT_CAP_MS: u64 = 2 * MIN;
+
+/// An endpoint breaker's cooldown after its `consecutive`-th failed probe in a row (1-based):
+/// 10 s, growing by half while its probes fail — 15 s, 22.5 s, 34 s, 51 s, 76 s, 114 s — to 2 min,
+/// then doubling as before (4, 8, 16 min) to the class's cap, 30 min. The short steps are the
+/// fast failback: an outage of `D` seconds is noticed over at most about `D / 2` after it ends,
+/// where doubling would take up to `D`; a provider that stays down still costs one probe per
+/// cooldown, the cooldowns growing to the old windows.
+pub fn endpoint_cooldown_ms(consecutive: u32) -> u64 {
+    let (_, cap) = cooldown_base_and_cap(FailureClass::Endpoint).unwrap_or((0, 30 * MIN));
+    let mut ms = ENDPOINT_FIRST_MS;
+    // Bounded: the cap is reached after a dozen steps.
+    for _ in 1..consecutive.min(64) {
+        ms = if ms < ENDPOINT_SHORT_CAP_MS {
+            (ms * 3 / 2).min(ENDPOINT_SHORT_CAP_MS)
+        } else {
+            ms.saturating_mul(2).min(cap)
+        };
+    }
+    ms
+}
+
+/// Cooldown length after the `consecutive`-th failure in a row (1-based): base · 2^(n−1), capped
+/// (endpoint breakers: [`endpoint_cooldown_ms`]). `scale` lets tests and the environment shrink
+/// every cooldown (1.0 = SPEC values).
 pub fn cooldown_ms(class: FailureClass, consecutive: u32, scale: f64) -> Option<u64> {
     let (base, cap) = cooldown_base_and_cap(class)?;
     let shift = consecutive.saturating_sub(1).min(32);
-    let raw = base.saturating_mul(1u64 << shift).min(cap);
+    let raw = if class == FailureClass::Endpoint {
+        endpoint_cooldown_ms(consecutive)
+    } else {
+        base.saturating_mul(1u64 << shift).min(cap)
+    };
     // Truncation is intended: a scaled cooldown is a test convenience, not a precise quantity.
     #[expect(
         clippy::cast_possible_truncation,
@@ -79,14 +117,34 @@ mod tests {
         assert_eq!(c(FailureClass::Auth, 40), 6 * HOUR);
         assert_eq!(c(FailureClass::RateLimit, 1), 5 * MIN);
         assert_eq!(c(FailureClass::RateLimit, 10), 24 * HOUR);
-        assert_eq!(c(FailureClass::Endpoint, 1), 2 * MIN);
-        assert_eq!(c(FailureClass::Endpoint, 5), 30 * MIN);
+        assert_eq!(c(FailureClass::Endpoint, 1), 10_000);
+        assert_eq!(c(FailureClass::Endpoint, 8), 2 * MIN);
+        assert_eq!(c(FailureClass::Endpoint, 12), 30 * MIN);
         assert_eq!(c(FailureClass::Model, 1), 15 * MIN);
         assert_eq!(c(FailureClass::Model, 4), 2 * HOUR);
         assert_eq!(c(FailureClass::ContentPolicy, 3), 2 * MIN);
         assert_eq!(c(FailureClass::Unknown, 2), 4 * MIN);
         assert_eq!(cooldown_ms(FailureClass::ContextOverflow, 1, 1.0), None);
+        assert_eq!(cooldown_ms(FailureClass::Schema, 1, 1.0), None);
         assert_eq!(cooldown_ms(FailureClass::UserAbort, 1, 1.0), None);
+    }
+
+    /// Issue 31: endpoint breakers start at 10 s and grow by half to the old 2 minutes, then
+    /// the old windows (doubling to 30 min) for a provider that stays down.
+    #[test]
+    fn endpoint_cooldowns_start_short_and_grow_to_the_old_windows() {
+        let curve: Vec<u64> = (0..=13).map(endpoint_cooldown_ms).collect();
+        assert_eq!(
+            curve,
+            [
+                10_000, 10_000, 15_000, 22_500, 33_750, 50_625, 75_937, 113_905, 120_000, 240_000,
+                480_000, 960_000, 1_800_000, 1_800_000
+            ]
+        );
+        assert_eq!(endpoint_cooldown_ms(u32::MAX), 30 * MIN);
+        assert_eq!(cooldown_ms(FailureClass::Endpoint, 1, 0.01), Some(100));
+        // Unknown failures keep the old curve.
+        assert_eq!(cooldown_ms(FailureClass::Unknown, 1, 1.0), Some(2 * MIN));
     }
 
     #[test]

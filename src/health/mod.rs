@@ -83,6 +83,7 @@ impl Record {
         self.last_failure_at = Some(self.last_failure_at.map_or(at, |t| t.max(at)));
         self.last_class = Some(class.as_str().to_string());
         self.last_error = Some(error.to_string());
+        let probed = self.leased(at);
         self.lease_until = None;
         // A failure while the breaker is already open comes from a request that was in flight
         // before it opened (another run, another batch worker): the same outage, so it does
@@ -90,7 +91,14 @@ impl Record {
         if self.cooling(at) {
             return;
         }
-        self.consecutive_failures = self.consecutive_failures.saturating_add(1);
+        // Endpoint cooldowns are short (10 s first), shorter than a request may be in flight:
+        // a request sent before the breaker opened can fail after its cooldown. Only a failed
+        // probe (sent under the probe lease) grows the cooldown; such a late failure opens the
+        // breaker again for as long as the last time.
+        let late = class == FailureClass::Endpoint && self.consecutive_failures > 0 && !probed;
+        if !late {
+            self.consecutive_failures = self.consecutive_failures.saturating_add(1);
+        }
         if let Some(ms) = cooldown_ms(class, self.consecutive_failures, scale) {
             let until = at.saturating_add(ms);
             self.cooldown_until = Some(self.cooldown_until.map_or(until, |t| t.max(until)));
@@ -297,6 +305,11 @@ pub enum Delta {
     /// A run started on another model than its own because its start model was known to be
     /// down: counted (`--status` says how many), not logged (a batch would log every job).
     SkippedStart,
+    /// A clean answer of model `key` (`provider/id`): its pace ([`crate::pace`]).
+    Pace {
+        key: String,
+        sample: crate::pace::Sample,
+    },
 }
 
 /// Every breaker the machine knows about.
@@ -310,6 +323,13 @@ pub struct Health {
     pub switch_log: Vec<SwitchEntry>,
     /// Runs that started elsewhere because their start model was down ([`Delta::SkippedStart`]).
     pub skipped_starts: u64,
+    /// Each model's pace (`provider/id` → its recent clean answers), next to its breakers.
+    /// Read leniently: a record that is not ours is dropped, never the file around it.
+    #[serde(
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "crate::pace::lenient_map"
+    )]
+    pub pace: BTreeMap<String, crate::pace::PaceRecord>,
 }
 
 /// Why a model may not be used right now.
@@ -377,6 +397,12 @@ impl Health {
             }
             Delta::SkippedStart => {
                 self.skipped_starts = self.skipped_starts.saturating_add(1);
+            }
+            Delta::Pace { key, sample } => {
+                if crate::pace::key_ok(key) {
+                    self.pace.entry(key.clone()).or_default().add(*sample);
+                    crate::pace::bound(&mut self.pace);
+                }
             }
             Delta::Release { target } => {
                 if let Some(r) = self
@@ -466,18 +492,20 @@ impl Health {
             .find(|t| !own_leases.contains(t))
     }
 
-    /// Keeps at most [`MAX_RECORDS_PER_SCOPE`] records per scope. The first to go are records
-    /// of keys `listed` says Pi no longer lists, then the ones idle the longest; records that
-    /// block a model right now (disabled, cooling, leased) go last.
-    /// Every record's times bounded by what the rules could have written ([`Record::clamp_times`]).
+    /// Every record's times bounded by what the rules could have written ([`Record::clamp_times`]),
+    /// and every pace by what clean answers could have left ([`Health::clamp_pace`]).
     pub fn clamp_times(&mut self, now_ms: u64) {
         for scope in BREAKER_SCOPES {
             if let Some(map) = self.records_mut(scope) {
                 map.values_mut().for_each(|r| r.clamp_times(now_ms));
             }
         }
+        self.clamp_pace(now_ms);
     }
 
+    /// Keeps at most [`MAX_RECORDS_PER_SCOPE`] records per scope. The first to go are records
+    /// of keys `listed` says Pi no longer lists, then the ones idle the longest; records that
+    /// block a model right now (disabled, cooling, leased) go last.
     pub fn prune(&mut self, now_ms: u64, listed: &dyn Fn(Scope, &str) -> bool) {
         self.clamp_times(now_ms);
         for scope in BREAKER_SCOPES {
@@ -501,6 +529,27 @@ impl Health {
                 map.remove(&key);
             }
         }
+    }
+
+    /// Every pace record bounded by what clean answers could have left by `now_ms`
+    /// ([`crate::pace::PaceRecord::clamp`]); records left empty go, and at most
+    /// [`crate::pace::MAX_RECORDS`] stay.
+    pub fn clamp_pace(&mut self, now_ms: u64) {
+        for r in self.pace.values_mut() {
+            r.clamp(now_ms);
+        }
+        self.pace.retain(|_, r| !r.is_empty());
+        crate::pace::bound(&mut self.pace);
+    }
+
+    /// The pace of `model_key` at `now_ms` for a prompt of `prompt_chars`, if it has answers.
+    pub fn pace_of(
+        &self,
+        model_key: &str,
+        now_ms: u64,
+        prompt_chars: u64,
+    ) -> Option<crate::pace::Summary> {
+        self.pace.get(model_key)?.summary(now_ms, prompt_chars)
     }
 
     /// Sum of total failures over the model's three records (ranking uses it).

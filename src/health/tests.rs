@@ -151,9 +151,77 @@ fn consecutive_failures_double_the_cooldown() {
         )
     };
     fail(&mut h, 0);
-    assert_eq!(h.endpoints["e"].cooldown_until, Some(120_000));
-    fail(&mut h, 200_000);
-    assert_eq!(h.endpoints["e"].cooldown_until, Some(200_000 + 240_000));
+    assert_eq!(h.endpoints["e"].cooldown_until, Some(10_000));
+    // A failure after the cooldown from a request sent before it opened: the same level.
+    fail(&mut h, 30_000);
+    assert_eq!(h.endpoints["e"].cooldown_until, Some(40_000));
+    assert_eq!(h.endpoints["e"].consecutive_failures, 1);
+    // A failed probe (under the lease) doubles it.
+    h.apply(
+        &Delta::Lease {
+            at: 50_000,
+            target: ProbeTarget::new(Scope::Endpoint, "e"),
+        },
+        1.0,
+    );
+    fail(&mut h, 51_000);
+    assert_eq!(h.endpoints["e"].cooldown_until, Some(51_000 + 15_000));
+    assert_eq!(h.endpoints["e"].consecutive_failures, 2);
+    assert_eq!(h.endpoints["e"].lease_until, None);
+}
+
+/// Issue 31: a provider down for good is probed once per cooldown, the cooldowns growing
+/// 10 s, 15 s, 22.5 s, … to the old windows; one success closes the breaker.
+#[test]
+fn failed_probes_grow_endpoint_cooldowns_and_one_success_closes() {
+    let m = model("a", "m1", "http://h/a");
+    let key = endpoint_key("a", Some("http://h/a"));
+    let mut h = Health::default();
+    let fail = |h: &mut Health, at| {
+        h.apply(
+            &Delta::Failure {
+                at,
+                key: key.clone(),
+                scope: Scope::Endpoint,
+                class: FailureClass::Endpoint,
+                error: "503".into(),
+            },
+            1.0,
+        )
+    };
+    fail(&mut h, 0);
+    let mut cooldowns = Vec::new();
+    let mut t = 0;
+    for _ in 0..12 {
+        let until = h.endpoints[&key].cooldown_until.unwrap();
+        cooldowns.push(until - t);
+        t = until;
+        let probe = h.needs_probe(&m, t, &[]).expect("half-open");
+        h.apply(
+            &Delta::Lease {
+                at: t,
+                target: probe,
+            },
+            1.0,
+        );
+        fail(&mut h, t);
+    }
+    assert_eq!(
+        cooldowns,
+        [
+            10_000, 15_000, 22_500, 33_750, 50_625, 75_937, 113_905, 120_000, 240_000, 480_000,
+            960_000, 1_800_000
+        ]
+    );
+    h.apply(
+        &Delta::Success {
+            at: t + 1_800_000,
+            keys: Keys::of(&m),
+        },
+        1.0,
+    );
+    assert_eq!(h.blocked(&m, t + 1_800_001, &[]), None);
+    assert_eq!(h.endpoints[&key].consecutive_failures, 0);
 }
 
 #[test]

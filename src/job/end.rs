@@ -41,7 +41,8 @@ pub enum Stop {
     Halt,
 }
 
-/// What reading a job's attachments came to when it was not a message to send.
+/// What reading a job's input (its attachments, its schema) came to when it was not a message
+/// to send.
 #[derive(Debug)]
 pub enum Unprepared {
     /// An attachment is unusable (with why). When the problem is in its content, the content
@@ -56,6 +57,9 @@ pub enum Unprepared {
     Deadline { timeout_ms: u64 },
     /// The reading thread went away (it does not panic, but).
     Lost(String),
+    /// The job's schema file (`schema`) cannot be used: nothing is sent. Not permanent: the
+    /// file is read again when `--resume` runs the job, at no cost.
+    Schema(super::BadSchema),
 }
 
 /// What is known about a Pi that went away.

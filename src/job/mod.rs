@@ -5,8 +5,10 @@
 //! into text, JSON and an exit code.
 
 mod end;
+mod schema_file;
 
 pub use end::{Ended, JobEnd, OldNode, PiLoss, Stop, Unprepared};
+pub use schema_file::{BadSchema, OutputSchema, SchemaCache};
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -39,6 +41,11 @@ pub struct JobRequest {
     pub deadline: Instant,
     /// How the job takes capacity slots (`None`: it does not, as for `--explain`).
     pub capacity: Option<failover::CapacityOptions>,
+    /// `--output-schema` (or the job's `schema`): the answer must be one JSON value valid
+    /// against it; the message ends with the schema (`schema::prompt`).
+    pub schema: Option<OutputSchema>,
+    /// Models that could not follow this schema in the batch's earlier jobs: tried last.
+    pub schema_avoid: std::collections::BTreeSet<String>,
 }
 
 /// The thinking level of a job, and where it came from (for `--explain`).
@@ -126,6 +133,7 @@ pub fn failover_config(
     failover::Config {
         first_response: settings.first_response,
         stall: settings.stall,
+        watchdog_floor: settings.watchdog_floor,
         round_limit: settings.round_limit,
         cooldown_scale: settings.cooldown_scale,
         models_scope: inv.models_scope.clone(),
@@ -145,6 +153,18 @@ pub fn failover_config(
         max_wait: inv.max_wait.or(settings.max_wait),
         prefer_primary: inv.prefer_primary.or(settings.prefer_primary),
     }
+}
+
+/// `--output-schema`, loaded: exit 2 (an `Err`) naming the file and the problem, before
+/// anything is sent.
+pub fn output_schema(inv: &Invocation) -> Result<Option<OutputSchema>, anyhow::Error> {
+    let Some(path) = &inv.output_schema else {
+        return Ok(None);
+    };
+    let file = path.to_string_lossy();
+    let loaded =
+        OutputSchema::load(&file).map_err(|bad| anyhow::anyhow!("--output-schema {bad}"))?;
+    Ok(Some(loaded))
 }
 
 /// `--max-inflight`, else `CCSWITCH_MAX_INFLIGHT`.
@@ -199,6 +219,7 @@ pub struct Parts<'a> {
     pub explain: bool,
     pub deadline: Instant,
     pub capacity: Option<failover::CapacityOptions>,
+    pub schema: Option<OutputSchema>,
 }
 
 impl JobRequest {
@@ -216,10 +237,15 @@ impl JobRequest {
             explain,
             deadline,
             capacity,
+            schema,
         } = parts;
         let thinking = Thinking::of(thinking, complexity, prompt, &prepared);
+        let mut message = std::mem::take(&mut prepared.message);
+        if let Some(s) = &schema {
+            message = crate::schema::prompt::with_instruction(&message, &s.schema);
+        }
         let request = JobRequest {
-            message: std::mem::take(&mut prepared.message),
+            message,
             images: std::mem::take(&mut prepared.images),
             config,
             thinking,
@@ -229,6 +255,8 @@ impl JobRequest {
             explain,
             deadline,
             capacity,
+            schema,
+            schema_avoid: Default::default(),
         };
         (request, prepared)
     }

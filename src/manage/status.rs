@@ -28,6 +28,8 @@ pub struct ModelStatus {
     pub reopens_at_ms: Option<u64>,
     /// An open breaker of the model whose provider stated when its limit lifts.
     pub stated: Option<StatedStatus>,
+    /// The model's pace (issue 31): what its recent clean answers took.
+    pub pace: Option<crate::pace::Summary>,
 }
 
 /// A breaker open until the reset its provider stated (issue 24).
@@ -142,6 +144,7 @@ fn status_of(m: &ModelInfo, available: bool, health: &Health, now_ms: u64) -> Mo
         available,
         reopens_at_ms: (state == "cooling").then(|| now_ms.saturating_add(remaining_ms)),
         stated: stated.filter(|_| state == "cooling"),
+        pace: health.pace_of(&keys.model, now_ms, 0),
     }
 }
 
@@ -212,6 +215,19 @@ pub fn status_table(rows: &[ModelStatus], health: &Health, local: Option<LocalOf
         health.switches,
         health.skipped_starts
     ));
+    let paced: Vec<(&ModelStatus, &crate::pace::Summary)> = rows
+        .iter()
+        .filter_map(|r| Some((r, r.pace.as_ref()?)))
+        .collect();
+    if !paced.is_empty() {
+        out.push_str(&format!(
+            "\npace (recent clean answers; watchdogs derive from it from {} fresh answers on):\n",
+            crate::pace::MIN_WEIGHT
+        ));
+        for (r, p) in paced {
+            out.push_str(&format!("  {}: {}\n", r.key, p.describe()));
+        }
+    }
     let mut seen = HashSet::new();
     let stated: Vec<&StatedStatus> = rows
         .iter()
@@ -263,6 +279,14 @@ pub fn status_json(rows: &[ModelStatus], health: &Health) -> Value {
                 "at": iso_utc_seconds(s.at_ms),
                 "reopens_at_ms": s.reopens_at_ms,
                 "stated_as": s.words,
+            })),
+            // What its recent clean answers took (issue 31); null with none in the last week.
+            "pace": r.pace.map(|p| json!({
+                "answers": p.answers,
+                "weight": (p.weight * 100.0).round() / 100.0,
+                "trusted": p.trusted(),
+                "first_response_p95_ms": p.first_p95_ms,
+                "longest_gap_p95_ms": p.gap_p95_ms,
             })),
         })).collect::<Vec<_>>(),
         "healthy": count("healthy"),
@@ -449,5 +473,52 @@ mod tests {
         let row = table.lines().nth(1).unwrap();
         assert!(row.contains("cooling    provider"), "{row}");
         assert!(row.contains("29m00s"), "{row}");
+    }
+
+    /// Issue 31: `--status` shows each model's pace, in the table and in JSON.
+    #[test]
+    fn the_pace_of_each_model_is_shown() {
+        let mut h = Health::default();
+        for i in 0..40u64 {
+            h.apply(
+                &Delta::Pace {
+                    key: "a/m".into(),
+                    sample: crate::pace::Sample {
+                        at_ms: 1000 + i,
+                        first_ms: 1200,
+                        gap_ms: 300,
+                        prompt_chars: 10,
+                    },
+                },
+                1.0,
+            );
+        }
+        let m = |id: &str| ModelInfo {
+            provider: "a".into(),
+            id: id.into(),
+            name: None,
+            base_url: None,
+            reasoning: false,
+            input: None,
+            context_window: None,
+            max_tokens: None,
+        };
+        let rows = statuses(&[m("m"), m("other")], &h, 2000);
+        let table = status_table(&rows, &h, None);
+        assert!(
+            table.contains(
+                "\npace (recent clean answers; watchdogs derive from it from 5 fresh answers \
+                 on):\n  a/m: first response p95 1.2 s, longest gap p95 300 ms over 40 answers\n"
+            ),
+            "{table}"
+        );
+        assert!(!table.contains("a/other:"), "{table}");
+        let json = status_json(&rows, &h);
+        assert_eq!(
+            json["models"][0]["pace"],
+            serde_json::json!({"answers": 40, "weight": 40.0, "trusted": true,
+                               "first_response_p95_ms": 1200, "longest_gap_p95_ms": 300})
+        );
+        assert_eq!(json["models"][1]["pace"], Value::Null);
     }
 }

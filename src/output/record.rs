@@ -19,10 +19,17 @@ pub struct ResultRecord {
     pub ok: bool,
     /// The answer, only when `ok`.
     pub answer: Option<String>,
+    /// With `--output-schema`: the answer's JSON value, parsed (only when `ok`).
+    pub structured_output: Option<Value>,
     /// The last answer cut off at an output limit (class `truncated`) when no model completed
     /// one: for scripts that can use part of an answer; never printed as the answer. `None`
     /// when `ok`.
     pub partial: Option<String>,
+    /// The last answer the schema rejected (class `schema`) when no model conformed; `None`
+    /// when `ok`.
+    pub rejected_answer: Option<String>,
+    /// Why that answer did not conform: the last validation errors (a short list).
+    pub schema_errors: Option<Vec<String>>,
     pub model: Option<ModelRef>,
     pub attempts: Vec<AttemptRecord>,
     pub switches: u32,
@@ -99,6 +106,25 @@ pub struct RetryRecord {
     pub could_help: bool,
     pub retry_after_ms: Option<u64>,
     pub reason: String,
+    /// Exit 124: the models tried before the deadline passed (issue 31).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tried: Vec<String>,
+    /// Exit 124: the models still silent (no response yet) when it passed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub silent: Vec<String>,
+}
+
+impl RetryRecord {
+    /// The record of an exhausted run's hint (nothing tried or silent to list).
+    pub fn of(hint: &RetryHint) -> RetryRecord {
+        RetryRecord {
+            could_help: hint.could_help,
+            retry_after_ms: hint.retry_after_ms,
+            reason: hint.reason.clone(),
+            tried: Vec::new(),
+            silent: Vec::new(),
+        }
+    }
 }
 
 /// A warning about the run, for scripts: a stable `code`, the model it is about, and the
@@ -142,7 +168,7 @@ impl ResultRecord {
         ended: &Ended,
         exit: Exit,
         message: Option<String>,
-        retry: Option<&RetryHint>,
+        retry: Option<RetryRecord>,
         warnings: Vec<Warning>,
     ) -> ResultRecord {
         let attempts = ended
@@ -165,16 +191,27 @@ impl ResultRecord {
                 }
             })
             .collect();
-        let (answer, model) = match &ended.end {
-            JobEnd::Machine(Outcome::Answer { text, model }) => (
+        let (answer, model, structured_output) = match &ended.end {
+            JobEnd::Machine(Outcome::Answer { text, model, json }) => (
                 Some(text.clone()),
                 Some(ModelRef {
                     provider: model.provider.clone(),
                     id: model.id.clone(),
                 }),
+                json.as_ref().map(|j| j.value.clone()),
             ),
-            _ => (None, None),
+            _ => (None, None, None),
         };
+        // The last answer the schema rejected, when no model gave one it accepted.
+        let rejected = (exit != Exit::Success)
+            .then(|| {
+                ended
+                    .attempts
+                    .iter()
+                    .rev()
+                    .find_map(|a| a.rejected.as_ref())
+            })
+            .flatten();
         let partial = (exit != Exit::Success)
             .then(|| {
                 ended
@@ -188,7 +225,10 @@ impl ResultRecord {
         ResultRecord {
             ok: exit == Exit::Success,
             answer,
+            structured_output,
             partial,
+            rejected_answer: rejected.map(|r| crate::redact::mask_known_secrets(&r.answer)),
+            schema_errors: rejected.map(|r| r.errors.iter().map(|e| redact(e)).collect()),
             model,
             attempts,
             switches: ended.switches,
@@ -201,9 +241,8 @@ impl ResultRecord {
             exit_code: exit.code(),
             error: message.as_deref().map(redact),
             retry: retry.map(|r| RetryRecord {
-                could_help: r.could_help,
-                retry_after_ms: r.retry_after_ms,
                 reason: redact(&r.reason),
+                ..r
             }),
             permanent: ended.permanent(),
             warnings,
@@ -218,7 +257,10 @@ impl ResultRecord {
         ResultRecord {
             ok: false,
             answer: None,
+            structured_output: None,
             partial: None,
+            rejected_answer: None,
+            schema_errors: None,
             model: None,
             attempts: Vec::new(),
             switches: 0,
@@ -272,10 +314,13 @@ mod tests {
     }
 
     /// The single-run key set, in the order printed.
-    const SINGLE_KEYS: [&str; 17] = [
+    const SINGLE_KEYS: [&str; 20] = [
         "ok",
         "answer",
+        "structured_output",
         "partial",
+        "rejected_answer",
+        "schema_errors",
         "model",
         "attempts",
         "switches",

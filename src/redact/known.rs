@@ -122,6 +122,24 @@ fn registrable(value: &str) -> bool {
 /// Replaces every occurrence of a registered secret with [`MASK`]. Text already masked stays as
 /// it is: matching happens only between existing masks, so masking twice changes nothing.
 pub(super) fn mask_known(text: &str) -> String {
+    let mut out = mask_known_once(text);
+    // A mask can uncover what was glued to it: the trailing part of one key written right
+    // before another (`…bracket-pwpröp-…`) ends at a boundary only once the second is masked.
+    // Mask again until nothing changes (a pass that found nothing leaves the text as it was,
+    // so plain text costs one pass); each pass only adds masks, so a few passes settle it.
+    if out != text {
+        for _ in 0..4 {
+            let again = mask_known_once(&out);
+            if again == out {
+                break;
+            }
+            out = again;
+        }
+    }
+    out
+}
+
+fn mask_known_once(text: &str) -> String {
     let forms = FORMS.read().unwrap_or_else(PoisonError::into_inner);
     if forms.is_empty() || text.is_empty() {
         return text.to_string();

@@ -668,7 +668,8 @@ impl StoreWorker {
                 Delta::Success { .. }
                 | Delta::Lease { .. }
                 | Delta::Release { .. }
-                | Delta::SkippedStart => continue,
+                | Delta::SkippedStart
+                | Delta::Pace { .. } => continue,
             };
             match log.append(now_ms, &line) {
                 Ok(()) => {}

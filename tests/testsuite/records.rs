@@ -14,10 +14,13 @@ use crate::support::batch::*;
 use crate::support::*;
 
 /// A single run's record, as README documents it.
-const RUN_KEYS: [&str; 17] = [
+const RUN_KEYS: [&str; 20] = [
     "ok",
     "answer",
+    "structured_output",
     "partial",
+    "rejected_answer",
+    "schema_errors",
     "model",
     "attempts",
     "switches",

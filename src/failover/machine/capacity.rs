@@ -344,6 +344,8 @@ impl Machine {
             usage: self.attempt.close(),
             capacity_signal: true,
             partial: None,
+            silent_ms: None,
+            rejected: None,
         });
     }
 
@@ -569,6 +571,8 @@ impl Machine {
             usage: self.attempt.close(),
             capacity_signal: true,
             partial: None,
+            silent_ms: None,
+            rejected: None,
         });
         self.phase = Phase::Dispatching;
         self.admit(now, model, mode, SwitchReason::Capacity);

@@ -85,6 +85,8 @@ impl Machine {
             SwitchReason::Capacity => {}
             // This process's spend cap: nothing the shared log should count.
             SwitchReason::OverBudget => {}
+            // This batch's memory of a schema: nothing the shared log should count either.
+            SwitchReason::Unsuited => {}
             _ => self.record(Delta::Switch(entry)),
         }
         // The round window restarts at each successful switch.
@@ -95,6 +97,7 @@ impl Machine {
     pub(super) fn start_redispatch(&mut self, now: Now, mode: Redispatch, next: Option<ModelInfo>) {
         self.phase = Phase::Dispatching;
         self.attempt = AttemptState::default();
+        self.conform.redispatched();
         self.dispatch.judged();
         let mut queue = Vec::new();
         if mode == Redispatch::Fork {
@@ -181,7 +184,14 @@ impl Machine {
         self.send(now, cmd, tag);
     }
 
-    pub(super) fn succeed(&mut self, now: Now, model: ModelInfo, text: String) {
+    /// `model` answered (`json`: the value that conformed to the schema in force).
+    pub(super) fn succeed(
+        &mut self,
+        now: Now,
+        model: ModelInfo,
+        text: String,
+        json: Option<crate::schema::Conforming>,
+    ) {
         // Breakers this success closes: the ones that had failed since their last success.
         let keys = Keys::of(&model);
         let closing: Vec<String> = BREAKER_SCOPES
@@ -196,6 +206,7 @@ impl Machine {
             at: now.wall_ms,
             keys,
         });
+        self.learn_pace(now, &model);
         for breaker in closing {
             self.note(
                 Note::Breaker,
@@ -212,7 +223,10 @@ impl Machine {
             usage: self.attempt.close(),
             capacity_signal: false,
             partial: None,
+            silent_ms: None,
+            rejected: None,
         });
-        self.finish(now, Outcome::Answer { text, model });
+        let json = json.map(Box::new);
+        self.finish(now, Outcome::Answer { text, model, json });
     }
 }

@@ -44,6 +44,14 @@ impl Machine {
             return Plan::SlowDown;
         }
         let class = verdict.class;
+        // Issue 31: an endpoint already failing (another run's failure, a failed probe) is down,
+        // not having a blip: no retry there; one request per cooldown is its probe.
+        let endpoint_failing = self
+            .shared
+            .health()
+            .records(crate::health::Scope::Endpoint)
+            .and_then(|m| m.get(&Keys::of(current).endpoint))
+            .is_some_and(|r| r.consecutive_failures > 0);
         self.record_failure(now, current, verdict.clone(), error);
         if class == FailureClass::UserAbort {
             return Plan::Exhaust(Exhaustion::Interrupted);
@@ -57,7 +65,10 @@ impl Machine {
         // A one-off 5xx gets one immediate retry on the same model.
         let is_5xx = class == FailureClass::Endpoint
             && verdict.status.is_some_and(|s| (500..600).contains(&s));
-        if is_5xx && !self.budget.capped(&current.provider) && self.round.retry_same(&current.key())
+        if is_5xx
+            && !endpoint_failing
+            && !self.budget.capped(&current.provider)
+            && self.round.retry_same(&current.key())
         {
             return Plan::RetrySame;
         }
@@ -170,6 +181,8 @@ impl Machine {
             duration_ms,
             usage: self.attempt.close(),
             capacity_signal: false,
+            silent_ms: None,
+            rejected: self.conform.take_held(),
         });
         self.open_breaker(now, model, &keys, &verdict, raw);
         // The probe is over whatever it proved: a lease this run holds on one of the model's
@@ -205,6 +218,8 @@ impl Machine {
                 self.request.truncated(model);
                 return;
             }
+            // A model that cannot follow this schema is not a dead provider: no breaker.
+            FailureClass::Schema => return,
             FailureClass::ContentPolicy => {
                 self.request
                     .avoid_family_of(model, format!("{} refused the content", keys.model));
@@ -274,6 +289,7 @@ impl Machine {
             avoided_families: self.request.avoided_families(),
             needs_images: self.request.needs_images(),
             capped_providers: self.budget.capped_providers(),
+            last_resort: &self.opts.schema_avoid,
             larger_context_than: self.request.larger_context_than(),
             larger_output_than: self.request.larger_output_than(),
             min_context: self.request.tokens(),
@@ -660,6 +676,9 @@ fn advice(causes: &[Cause]) -> String {
     }
     if class(FailureClass::Model) {
         tips.push("check the model ids");
+    }
+    if class(FailureClass::Schema) {
+        tips.push("no answer matched the schema: check the schema and the prompt");
     }
     if has(Blocked::Disabled) {
         tips.push("--reactivate the disabled models");

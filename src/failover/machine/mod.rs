@@ -43,7 +43,9 @@
 //! see the request's images → prompt → watch events until `agent_settled` → judge the last
 //! assistant message → on failure classify, open the breaker, choose the best candidate and
 //! re-dispatch (`judge.rs`, `dispatch.rs`: fork + same prompt when no tool ran, continuation
-//! prompt when tools ran) → repeat until an answer, exhaustion, the deadline or an interrupt. When
+//! prompt when tools ran) → repeat until an answer, exhaustion, the deadline or an interrupt. With
+//! a schema in force a complete answer is checked first (`conform.rs`: `Action::CheckAnswer` out,
+//! `Input::AnswerChecked` in; a second ask, then failover). When
 //! every candidate is cooling down and waiting is allowed, the run waits for the first breaker
 //! to reopen and starts a new round.
 //!
@@ -60,7 +62,9 @@ use std::time::Duration;
 
 use super::classify::{Classification, FailureClass, Observation, classify};
 use super::ending::Fatal;
-pub use super::state::{Action, Attempt, CapacityOptions, Config, Input, Note, Options, Outcome};
+pub use super::state::{
+    Action, Attempt, CapacityOptions, Config, Input, Note, Options, Outcome, Rejected,
+};
 use super::state::{Phase, Plan, Redispatch, SwitchReason, Tag};
 use crate::catalog::ModelInfo;
 use crate::clock::Now;
@@ -71,18 +75,22 @@ mod attempt;
 mod budget;
 mod budget_view;
 mod capacity;
+mod conform;
 mod dispatch;
 mod dispatch_state;
 mod judge;
+mod pacing;
 mod pi_view;
 mod request;
 mod round;
+mod schema_tries;
 mod shared_view;
 mod slot;
 mod start;
 mod tally;
 mod timers;
 mod waits;
+mod watch;
 mod wire;
 
 use attempt::AttemptState;
@@ -91,10 +99,11 @@ use dispatch_state::DispatchState;
 use pi_view::PiView;
 use request::Request;
 use round::Round;
+use schema_tries::SchemaTries;
 use shared_view::SharedView;
 use slot::SlotState;
 use tally::Tally;
-use timers::{Timer, TimerTable, Watchdog};
+use timers::{Timer, TimerTable};
 pub use wire::RESPONSE_TIMEOUT;
 use wire::Wire;
 
@@ -127,12 +136,17 @@ pub struct Machine {
     slot: SlotState,
     budget: BudgetView,
     timers: TimerTable,
+    conform: SchemaTries,
     phase: Phase,
     /// The decision taken on Pi's auto-retry, carried out once Pi settles.
     plan: Option<Plan>,
     interrupted: bool,
     /// How long the run has waited, and for what (see `waits.rs`).
     waited: crate::failover::waiting::Waited,
+    /// The running attempt's watchdogs and what it measured of its pace (`watch.rs`).
+    pacing: Option<pacing::Pacing>,
+    /// What cut the attempt being judged, when a watchdog did.
+    cut: Option<pacing::Cut>,
 }
 
 impl Machine {
@@ -176,10 +190,13 @@ impl Machine {
             tally: Tally::default(),
             slot,
             timers: TimerTable::default(),
+            conform: SchemaTries::default(),
             phase: Phase::Starting,
             plan: None,
             interrupted: false,
             waited: Default::default(),
+            pacing: None,
+            cut: None,
         };
         if fresh {
             // Pi switches sessions asynchronously: a command sent before this answer would
@@ -245,6 +262,8 @@ impl Machine {
             usage: self.attempt.usage(),
             capacity_signal: false,
             partial: None,
+            silent_ms: self.silent_for(now),
+            rejected: None,
         })
     }
 
@@ -289,7 +308,10 @@ impl Machine {
         match input {
             Input::Pi(msg) => self.on_incoming(now, msg),
             Input::HealthLoaded(health) => self.on_health_loaded(now, health),
-            Input::HealthStored { seq, health } => self.shared.merge(seq, health),
+            Input::HealthStored { seq, health } => {
+                self.shared.merge(seq, health);
+                self.rejudge(now);
+            }
             Input::HealthReloaded(health) => self.on_health_reloaded(now, health),
             Input::ProbeClaimed { granted } => self.on_probe_claimed(now, granted),
             Input::Capacity { id, reply } => self.on_capacity(now, id, reply),
@@ -298,6 +320,7 @@ impl Machine {
             Input::Stop => self.on_stop(now),
             Input::Abandon => self.give_back_slot(now, slot::Ending::Released),
             Input::Timeout => self.on_timeout(now),
+            Input::AnswerChecked(verdict) => self.on_answer_checked(now, verdict),
         }
         self.track_wait(now);
     }
@@ -305,6 +328,7 @@ impl Machine {
     /// The store's health for the start of the run (see `Options::health_pending`).
     fn on_health_loaded(&mut self, now: Now, health: Health) {
         self.shared.merge(0, health);
+        self.rejudge(now);
         if self.shared.mark_loaded() {
             self.timers.stop(Timer::HealthGrace);
             self.maybe_start(now);
@@ -314,6 +338,7 @@ impl Machine {
     /// Shared health re-read while waiting for a breaker to reopen.
     fn on_health_reloaded(&mut self, now: Now, health: Health) {
         self.shared.merge(0, health);
+        self.rejudge(now);
         if matches!(self.phase, Phase::Waiting { .. }) {
             self.wake(now);
         }
@@ -333,14 +358,10 @@ impl Machine {
                 if self.phase == Phase::Settling {
                     self.phase = Phase::Running;
                 }
-                self.timers.watch(
-                    Watchdog::FirstResponse,
-                    now.instant + self.cfg.first_response,
-                );
+                self.awaiting(now);
             }
-            Incoming::MessageStart { message } if message.role == "assistant" => {
-                self.progress(now);
-            }
+            // The assistant's `message_start` comes with the headers, not a response: only a
+            // stream event is (a provider that sends headers and then nothing is silent).
             Incoming::MessageUpdate {} => self.progress(now),
             Incoming::MessageEnd { message } if message.role == "assistant" => {
                 self.dispatch.assistant_seen();
@@ -350,7 +371,7 @@ impl Machine {
             }
             Incoming::ToolExecutionStart {} => {
                 self.attempt.tool_started();
-                self.timers.stop_watchdogs();
+                self.pause_watch();
             }
             Incoming::ToolExecutionEnd {} => {
                 let idle = self.attempt.tool_ended();
@@ -358,7 +379,7 @@ impl Machine {
                     self.progress(now);
                 }
             }
-            Incoming::CompactionStart {} => self.timers.stop_watchdogs(),
+            Incoming::CompactionStart {} => self.pause_watch(),
             Incoming::CompactionEnd {} => self.progress(now),
             Incoming::AutoRetryStart {
                 error_message,
@@ -426,6 +447,9 @@ impl Machine {
         if self.timers.expired(Timer::WaitBound, now.instant) {
             return self.wait_bound_reached(now);
         }
+        if self.timers.expired(Timer::PaceCheck, now.instant) {
+            self.check_pace(now);
+        }
         if matches!(self.phase, Phase::Waiting { .. }) {
             if self.timers.expired(Timer::WaitCheck, now.instant) {
                 // Checked again once the re-read health arrives.
@@ -434,23 +458,13 @@ impl Machine {
             }
             return;
         }
-        let Some((watchdog, at)) = self.timers.watchdog() else {
+        let Some((_, at)) = self.timers.watchdog() else {
             return;
         };
         if now.instant < at || !matches!(self.phase, Phase::Running | Phase::Settling) {
             return;
         }
-        let (which, ms) = match watchdog {
-            Watchdog::FirstResponse => ("no first response", self.cfg.first_response),
-            Watchdog::Stall => ("no stream progress", self.cfg.stall),
-        };
-        self.timers.stop_watchdogs();
-        self.attempt.watchdog_fired();
-        self.note(
-            Note::Detail,
-            format!("watchdog: {which} for {} ms; aborting", ms.as_millis()),
-        );
-        self.abort(now);
+        self.watchdog_fired(now);
     }
 
     /// The deadline passed or a signal arrived: abort Pi's run, never fail over.
@@ -459,7 +473,7 @@ impl Machine {
             return;
         }
         self.interrupted = true;
-        self.timers.stop_watchdogs();
+        self.stop_watch();
         match self.phase {
             Phase::Running | Phase::Settling => self.abort(now),
             _ => self.finish(now, Outcome::Aborted),
@@ -537,12 +551,7 @@ impl Machine {
                 self.phase = Phase::Running;
                 self.attempt.opened(now.instant);
                 self.round.prompted(now.instant);
-                if !self.timers.is_set(Timer::Stall) {
-                    self.timers.watch(
-                        Watchdog::FirstResponse,
-                        now.instant + self.cfg.first_response,
-                    );
-                }
+                self.start_pacing(now);
                 self.run_queue(now);
             }
             Tag::SetModel(model) => {
@@ -576,7 +585,7 @@ impl Machine {
                     self.choose_and_switch(now, mode, SwitchReason::Failure(FailureClass::Model));
                 }
             }
-            Tag::ForkMessages => match r.fork_messages().pop() {
+            Tag::ForkMessages => match self.conform.fork_target(r.fork_messages()) {
                 Some(entry) if r.success => {
                     self.wire.queue_first(Command::Fork {
                         entry_id: entry.entry_id,
@@ -647,15 +656,8 @@ impl Machine {
         self.timers.is_set(Timer::Abort)
     }
 
-    fn progress(&mut self, now: Now) {
-        if self.attempt.tools_idle() && !self.interrupted && !self.aborting() {
-            self.timers
-                .watch(Watchdog::Stall, now.instant + self.cfg.stall);
-        }
-    }
-
     fn on_auto_retry(&mut self, now: Now, error_message: &str, delay_ms: u64) {
-        self.timers.stop_watchdogs();
+        self.stop_watch();
         if self.phase != Phase::Running || self.interrupted {
             return;
         }
@@ -754,7 +756,7 @@ impl Machine {
     }
 
     fn on_settled(&mut self, now: Now) {
-        self.timers.stop_watchdogs();
+        self.stop_watch();
         self.timers.stop(Timer::Abort);
         self.attempt.settled();
         if self.interrupted {
@@ -773,7 +775,7 @@ impl Machine {
         // `length` is an answer cut at the output limit: not complete, so not an answer (judged
         // as `truncated` below and failed over).
         if fresh && stop == "stop" && !crate::answer::is_blank(&text) {
-            return self.succeed(now, current, text.trim().to_string());
+            return self.complete(now, current, text.trim().to_string());
         }
         let plan = match self.plan.take() {
             Some(plan) if !fresh => plan,
@@ -791,15 +793,7 @@ impl Machine {
     /// The classification of a settled attempt that did not answer.
     fn verdict_on(&mut self, now: Now, message: &Message, stop: &str) -> (Classification, String) {
         if self.attempt.take_watchdog_fired() {
-            let error = "watchdog: the model stopped responding".to_string();
-            let v = classify(&Observation {
-                error_message: &error,
-                stop_reason: "aborted",
-                watchdog: true,
-                user_abort: false,
-                now_ms: now.wall_ms,
-            });
-            return (v, error);
+            return self.cut_verdict(now);
         }
         if stop == "length" && !crate::answer::is_blank(&message.text()) {
             let limit = self

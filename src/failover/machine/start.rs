@@ -91,6 +91,16 @@ impl Machine {
             return self.finish(now, Outcome::Explained(Box::new(explanation)));
         }
         match why_not {
+            None if self.unsuited_start(now, &current) => {
+                self.note(
+                    Note::Start,
+                    format!(
+                        "start: {} did not follow this schema in an earlier job; trying it last",
+                        current.key()
+                    ),
+                );
+                self.choose_and_switch(now, Redispatch::Initial, SwitchReason::Unsuited);
+            }
             // A start model whose cooldown expired may only be used as the single probe.
             None => self.go_to(now, current, Redispatch::Initial, SwitchReason::Probe),
             Some(why) => {
@@ -306,18 +316,15 @@ impl Machine {
         };
         let mut candidates = Vec::new();
         if start_skipped.is_none() {
-            candidates.push(Ranked {
-                model: start.key().into(),
-                reason: "start model".to_string(),
-            });
+            candidates.push(Ranked::new(start.key().into(), "start model".to_string()));
         }
         let filter = self.filter(now);
         for m in candidates::rank(start, self.pi.pool(), &filter) {
             if explain::why_excluded(&m, &request).is_none() {
-                candidates.push(Ranked {
-                    model: m.key().into(),
-                    reason: explain::rank_reason(start, &m, self.shared.health()),
-                });
+                candidates.push(Ranked::new(
+                    m.key().into(),
+                    explain::rank_reason(start, &m, self.shared.health()),
+                ));
             }
         }
         let excluded = self
@@ -327,7 +334,7 @@ impl Machine {
             .filter(|m| !candidates.iter().any(|c| m.key() == c.model))
             .filter_map(|m| explain::why_excluded(m, &request))
             .collect();
-        Explanation {
+        let mut e = Explanation {
             start_model: start.key().into(),
             start_skipped,
             thinking: self
@@ -348,7 +355,10 @@ impl Machine {
             images: self.request.images().len(),
             candidates,
             excluded,
-        }
+            cooldowns: explain::cooldowns(self.cfg.cooldown_scale),
+        };
+        self.explain_pacing(now, &mut e);
+        e
     }
 }
 

@@ -28,6 +28,7 @@ fn cfg() -> Config {
     Config {
         first_response: Duration::from_millis(1000),
         stall: Duration::from_millis(2000),
+        watchdog_floor: Duration::from_millis(500),
         round_limit: Duration::from_millis(60_000),
         cooldown_scale: 1.0,
         models_scope: None,
@@ -341,7 +342,7 @@ const Q402: &str =
 
 fn answered_by(h: &H) -> String {
     match h.outcome() {
-        Outcome::Answer { model, text } => format!("{} {text}", model.key()),
+        Outcome::Answer { model, text, .. } => format!("{} {text}", model.key()),
         other => panic!("no answer: {other:?}"),
     }
 }
@@ -405,6 +406,10 @@ mod budget;
 mod capacity;
 #[path = "tests/failover.rs"]
 mod failover;
+#[path = "tests/pace.rs"]
+mod pace;
+#[path = "tests/schema.rs"]
+mod schema;
 #[path = "tests/scope.rs"]
 mod scope;
 #[path = "tests/session.rs"]

@@ -29,9 +29,12 @@ pub(super) enum Timer {
     SlotGrace,
     /// `--max-wait`: the run has waited all it may by then (set while it waits).
     WaitBound,
+    /// The running attempt's model has no pace yet: read shared health again then, to judge
+    /// its watchdogs again once other answers establish it.
+    PaceCheck,
 }
 
-const COUNT: usize = 10;
+const COUNT: usize = 11;
 
 impl Timer {
     fn index(self) -> usize {

@@ -240,6 +240,7 @@ impl FileStore {
                 (Health::default(), None)
             }
         };
+        health.clamp_pace(now_ms);
         let (write, out) = f(&mut health);
         if write {
             scrub_health(&mut health);
@@ -510,7 +511,8 @@ pub(super) fn scrub_delta(delta: &Delta) -> Delta {
         Delta::Success { .. }
         | Delta::Lease { .. }
         | Delta::Release { .. }
-        | Delta::SkippedStart => delta.clone(),
+        | Delta::SkippedStart
+        | Delta::Pace { .. } => delta.clone(),
     }
 }
 

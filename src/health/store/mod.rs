@@ -84,7 +84,9 @@ impl Memory {
         }
     }
 
-    fn loaded(&self) -> Loaded {
+    /// What a read returns at `now_ms`: pace bounded as the shared stores bound it on read.
+    fn loaded(&mut self, now_ms: u64) -> Loaded {
+        self.health.clamp_pace(now_ms);
         Loaded {
             health: self.health.clone(),
             ..Loaded::default()
@@ -112,15 +114,15 @@ impl HealthStore for Memory {
         Ok(self.capacity.clone())
     }
 
-    fn load(&mut self, _now_ms: u64) -> Result<Loaded, StoreError> {
-        Ok(self.loaded())
+    fn load(&mut self, now_ms: u64) -> Result<Loaded, StoreError> {
+        Ok(self.loaded(now_ms))
     }
 
-    fn commit(&mut self, deltas: &[Delta], _now_ms: u64) -> Result<Loaded, StoreError> {
+    fn commit(&mut self, deltas: &[Delta], now_ms: u64) -> Result<Loaded, StoreError> {
         for d in deltas {
             self.health.apply(d, self.cooldown_scale);
         }
-        Ok(self.loaded())
+        Ok(self.loaded(now_ms))
     }
 
     fn claim_probe(
@@ -138,16 +140,16 @@ impl HealthStore for Memory {
                 self.cooldown_scale,
             );
         }
-        Ok((claim, self.loaded()))
+        Ok((claim, self.loaded(now_ms)))
     }
 
     fn update(
         &mut self,
-        _now_ms: u64,
+        now_ms: u64,
         edit: &mut dyn FnMut(&mut Health),
     ) -> Result<Loaded, StoreError> {
         edit(&mut self.health);
-        Ok(self.loaded())
+        Ok(self.loaded(now_ms))
     }
 
     fn diagnose(&mut self, _now_ms: u64) -> Vec<Check> {

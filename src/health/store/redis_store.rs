@@ -32,6 +32,8 @@
 mod capacity;
 mod conn;
 mod layout;
+mod pace;
+mod reply;
 pub mod url;
 
 use std::collections::HashMap;
@@ -40,7 +42,8 @@ use std::time::Duration;
 use redis::Value;
 
 use self::conn::{Conn, ConnectError, server_error_text};
-use self::layout::{KeySpace, MAX_VALUE_BYTES, Write};
+use self::layout::{BATCH, KeySpace, Write};
+use self::reply::{bytes, getrange, int, scan_index};
 use self::url::Addr;
 use super::api::{Check, Claim, HealthStore, Loaded, StoreError, claim_for};
 use super::file::{scrub_delta, scrub_health};
@@ -60,8 +63,6 @@ pub const DEFAULT_CONTENTION_WAIT: Duration = Duration::from_secs(5);
 const MAX_ATTEMPTS: u32 = 500;
 /// Most keys read from one index set (a set grown by someone else must not grow our memory).
 const MAX_INDEX_READ: usize = 4 * MAX_RECORDS_PER_SCOPE;
-/// Keys per `WATCH`, `SSCAN` and `DEL` command.
-const BATCH: usize = 1000;
 
 /// The Redis store of one health URL and prefix. Cheap to create; connects on first use.
 pub struct RedisStore {
@@ -81,6 +82,8 @@ struct Snapshot {
     raw: HashMap<(Scope, String), Vec<u8>>,
     /// Index entries without a readable record.
     orphans: Vec<(Scope, String)>,
+    /// The models the pace index names (read or not).
+    pace_indexed: Vec<String>,
 }
 
 impl RedisStore {
@@ -241,7 +244,24 @@ impl RedisStore {
             health,
             raw,
             orphans,
+            pace_indexed,
         } = snapshot;
+        let pace_victims = pace::victims(&pace_indexed, &health.pace);
+        if !pace_victims.is_empty() {
+            // Lists are only ever appended to: deleting one a peer just pushed to loses one
+            // answer of pace, never a breaker.
+            self.run(|con, keys| {
+                let mut tx = redis::pipe();
+                tx.atomic();
+                for m in &pace_victims {
+                    tx.cmd("DEL").arg(keys.pace(m)).ignore();
+                    tx.cmd("SREM").arg(keys.pace_index()).arg(m).ignore();
+                }
+                tx.query::<()>(con)
+            })?;
+        }
+        let mut health = health;
+        health.pace.retain(|k, _| !pace_victims.contains(k));
         let mut pruned = health.clone();
         pruned.prune(now_ms, &|_, _| true);
         let mut victims = orphans;
@@ -353,10 +373,11 @@ impl HealthStore for RedisStore {
             .iter()
             .filter(|d| matches!(d, Delta::SkippedStart))
             .count();
-        if !targets.is_empty() || !switches.is_empty() || skipped > 0 {
+        let paced = deltas.iter().any(|d| matches!(d, Delta::Pace { .. }));
+        if !targets.is_empty() || !switches.is_empty() || skipped > 0 || paced {
             let scale = self.cooldown_scale;
             self.transact(|con, keys| {
-                let (mut after, _) = read_records(con, keys, &targets, now_ms, true)?;
+                let (mut after, _) = read_records(con, keys, &targets, &[], now_ms, true)?;
                 let before = after.clone();
                 for d in &deltas {
                     after.apply(d, scale);
@@ -365,6 +386,7 @@ impl HealthStore for RedisStore {
                 let mut tx = redis::pipe();
                 tx.atomic();
                 add_writes(&mut tx, keys, &layout::plan(&before, &after, now_ms));
+                pace::add_pushes(&mut tx, keys, &deltas);
                 if skipped > 0 {
                     tx.cmd("INCRBY")
                         .arg(keys.skipped_starts())
@@ -400,7 +422,7 @@ impl HealthStore for RedisStore {
         let record = [(scope, key.to_string())];
         let until = now_ms.saturating_add(PROBE_LEASE_MS);
         let claim = self.transact(|con, keys| {
-            let (health, _) = read_records(con, keys, &record, now_ms, true)?;
+            let (health, _) = read_records(con, keys, &record, &[], now_ms, true)?;
             let claim = claim_for(&health, target, now_ms);
             if claim != Claim::Claimed {
                 redis::cmd("UNWATCH").query::<()>(con)?;
@@ -454,6 +476,7 @@ impl HealthStore for RedisStore {
             let mut tx = redis::pipe();
             tx.atomic();
             add_writes(&mut tx, keys, &layout::plan(&before, &after, now_ms));
+            pace::add_edits(&mut tx, keys, &before.pace, &after.pace);
             if after.switches != before.switches {
                 tx.cmd("SET")
                     .arg(keys.switches())
@@ -625,58 +648,19 @@ impl HealthStore for RedisStore {
     }
 }
 
-/// An `SSCAN` reply as (next cursor, members); anything else (an error for a key of the wrong
-/// type) is an empty last page.
-fn scan_page(v: &Value) -> (u64, Vec<Vec<u8>>) {
-    match v {
-        Value::Array(parts) => {
-            let cursor = parts
-                .first()
-                .and_then(int)
-                .and_then(|c| u64::try_from(c).ok())
-                .unwrap_or(0);
-            let members = match parts.get(1) {
-                Some(Value::Array(items)) => items.iter().map(bytes).collect(),
-                _ => Vec::new(),
-            };
-            (cursor, members)
-        }
-        _ => (0, Vec::new()),
-    }
-}
-
-/// `GETRANGE key 0 MAX-1`: a record, bounded (missing keys read as empty).
-fn getrange(p: &mut redis::Pipeline, key: &str) {
-    p.cmd("GETRANGE").arg(key).arg(0).arg(MAX_VALUE_BYTES - 1);
-}
-
-/// The bytes of a string reply; anything else (nil, an error, a wrong type) is empty.
-fn bytes(v: &Value) -> Vec<u8> {
-    match v {
-        Value::BulkString(b) => b.clone(),
-        Value::SimpleString(s) => s.as_bytes().to_vec(),
-        _ => Vec::new(),
-    }
-}
-
-fn int(v: &Value) -> Option<i64> {
-    match v {
-        Value::Int(i) => Some(*i),
-        other => std::str::from_utf8(&bytes(other)).ok()?.trim().parse().ok(),
-    }
-}
-
 /// Reads `targets` (optionally watching them first, in the same round trip) into a partial
 /// health holding the records that exist; also returns each raw value.
+/// The pace lists of `paced` models are read in the same round trip.
 fn read_records(
     con: &mut redis::Connection,
     keys: &KeySpace,
     targets: &[(Scope, String)],
+    paced: &[String],
     now_ms: u64,
     watch: bool,
 ) -> redis::RedisResult<(Health, Vec<Vec<u8>>)> {
     let mut health = Health::default();
-    if targets.is_empty() {
+    if targets.is_empty() && paced.is_empty() {
         return Ok((health, Vec::new()));
     }
     let mut p = redis::pipe();
@@ -688,15 +672,22 @@ fn read_records(
                 .collect();
             p.cmd("WATCH").arg(watched).ignore();
         }
+        for chunk in paced.chunks(BATCH) {
+            let watched: Vec<String> = chunk.iter().map(|m| keys.pace(m)).collect();
+            p.cmd("WATCH").arg(watched).ignore();
+        }
     }
     for (scope, key) in targets {
         getrange(&mut p, &keys.record(*scope, key));
         p.cmd("PTTL").arg(keys.lease(*scope, key));
     }
+    pace::queue_reads(&mut p, keys, paced);
     // A key of the wrong type reads as missing (and is overwritten by the next write).
     let replies: Vec<Value> = p.ignore_errors().query(con)?;
+    let (record_replies, pace_replies) = replies.split_at(replies.len().min(2 * targets.len()));
+    health.pace = pace::parse(paced, pace_replies);
     let mut raw = Vec::with_capacity(targets.len());
-    for ((scope, key), pair) in targets.iter().zip(replies.chunks(2)) {
+    for ((scope, key), pair) in targets.iter().zip(record_replies.chunks(2)) {
         let value = pair.first().map(bytes).unwrap_or_default();
         let pttl = pair.get(1).and_then(int).unwrap_or(-2);
         if let Some(mut record) = layout::decode_record(&value)
@@ -720,7 +711,7 @@ fn read_all(
     let mut first = redis::pipe();
     if watch {
         let mut watched: Vec<String> = BREAKER_SCOPES.iter().map(|s| keys.index(*s)).collect();
-        watched.extend([keys.switches(), keys.switch_log()]);
+        watched.extend([keys.switches(), keys.switch_log(), keys.pace_index()]);
         first.cmd("WATCH").arg(watched).ignore();
     }
     for scope in BREAKER_SCOPES {
@@ -741,29 +732,30 @@ fn read_all(
         .arg(0)
         .arg(SWITCH_LOG_LEN - 1)
         .cmd("GET")
-        .arg(keys.skipped_starts());
+        .arg(keys.skipped_starts())
+        .cmd("SSCAN")
+        .arg(keys.pace_index())
+        .arg(0)
+        .arg("COUNT")
+        .arg(BATCH);
     // A key of the wrong type reads as empty (`--reset all` deletes it whatever it is).
     let replies: Vec<Value> = first.ignore_errors().query(con)?;
     let mut members = Vec::new();
     for (scope, reply) in BREAKER_SCOPES.into_iter().zip(&replies) {
-        let (mut cursor, page) = scan_page(reply);
-        let mut seen: std::collections::BTreeSet<String> = page
-            .into_iter()
-            .filter_map(|m| String::from_utf8(m).ok())
-            .collect();
-        while cursor != 0 && seen.len() < MAX_INDEX_READ {
-            let (next, page): (u64, Vec<Vec<u8>>) = redis::cmd("SSCAN")
-                .arg(keys.index(scope))
-                .arg(cursor)
-                .arg("COUNT")
-                .arg(BATCH)
-                .query(con)?;
-            seen.extend(page.into_iter().filter_map(|m| String::from_utf8(m).ok()));
-            cursor = next;
-        }
-        members.extend(seen.into_iter().take(MAX_INDEX_READ).map(|k| (scope, k)));
+        let seen = scan_index(con, &keys.index(scope), reply, MAX_INDEX_READ)?;
+        members.extend(seen.into_iter().map(|k| (scope, k)));
     }
-    let (mut health, raw) = read_records(con, keys, &members, now_ms, watch)?;
+    let pace_indexed = match replies.get(BREAKER_SCOPES.len() + 3) {
+        Some(reply) => scan_index(con, &keys.pace_index(), reply, pace::MAX_INDEX_READ)?,
+        None => Vec::new(),
+    };
+    let paced: Vec<String> = pace_indexed
+        .iter()
+        .filter(|m| crate::pace::key_ok(m))
+        .cloned()
+        .collect();
+    let (mut health, raw) = read_records(con, keys, &members, &paced, now_ms, watch)?;
+    // Breaker times and pace alike bounded by what the rules could have written.
     health.clamp_times(now_ms);
     let tail = replies.get(BREAKER_SCOPES.len()..).unwrap_or(&[]);
     health.switches = tail
@@ -794,6 +786,7 @@ fn read_all(
         health,
         raw: raws,
         orphans,
+        pace_indexed,
     })
 }
 

@@ -195,6 +195,7 @@ macro_rules! behaviours {
 }
 
 mod capacity;
+mod pace;
 
 behaviours!(
     deltas_add_up,
@@ -860,7 +861,18 @@ fn step_strategy() -> impl proptest::strategy::Strategy<Value = (u64, Step)> {
     let skipped = Just((3u8, String::new(), Scope::Round, FailureClass::Unknown));
     let stated = (provider.clone(), class.clone())
         .prop_map(|(p, c)| (4u8, p.to_string(), Scope::Provider, c));
-    let one = prop_oneof![4 => delta, 2 => success, 1 => switch, 1 => skipped, 2 => stated];
+    // A clean answer's pace: its first-response time (the rest set when stamped).
+    let paced = (model.clone(), 1u64..5000).prop_map(|(m, first)| {
+        (
+            5u8,
+            format!("{m}#{first}"),
+            Scope::Model,
+            FailureClass::Unknown,
+        )
+    });
+    let one = prop_oneof![
+        4 => delta, 2 => success, 1 => switch, 1 => skipped, 2 => stated, 2 => paced
+    ];
     let target = prop_oneof![
         provider.prop_map(|p| format!("provider:{p}")),
         model.prop_map(|m| format!("model:{m}")),
@@ -895,6 +907,18 @@ fn step_strategy() -> impl proptest::strategy::Strategy<Value = (u64, Step)> {
                         class,
                         reset: StatedReset { at_ms: 0, spread_ms: 7, words: "w".into() },
                     },
+                    5 => {
+                        let (model, first) = key.split_once('#').expect("model#first");
+                        Delta::Pace {
+                            key: model.to_string(),
+                            sample: pi_ccswitch_run::pace::Sample {
+                                at_ms: 0,
+                                first_ms: first.parse().expect("number"),
+                                gap_ms: 7,
+                                prompt_chars: 100,
+                            },
+                        }
+                    }
                     _ => Delta::SkippedStart,
                 })
                 .collect()
@@ -949,6 +973,7 @@ fn redis_agrees_with_direct_application_on_random_histories() {
                             Delta::Switch(e) => e.at = now,
                             Delta::Lease { at, .. } => *at = now,
                             Delta::Stated { reset, .. } => reset.at_ms = now + 2_000,
+                            Delta::Pace { sample, .. } => sample.at_ms = now,
                             Delta::Release { .. } | Delta::SkippedStart => {}
                         }
                         d

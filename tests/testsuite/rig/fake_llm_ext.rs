@@ -478,3 +478,54 @@ fn pi_0_84_4_keys_usage_tools() {
 fn pi_1_6_0_keys_usage_tools() {
     keys_usage_tools_through_pi(PI_NEWEST);
 }
+
+/// `ByPrompt`: each request gets the answer its last user message asks for, whatever order
+/// requests come in; the recorded behaviour is the one chosen (and nests under `Delayed`).
+#[test]
+fn answers_chosen_by_the_prompt() {
+    let llm = FakeLlm::start();
+    let addr = format!("127.0.0.1:{}", llm.port());
+    llm.script(
+        "a",
+        "k",
+        vec![Behaviour::by_prompt(
+            [
+                ("job-one", Behaviour::text("{\"n\": 1}")),
+                ("job-two", Behaviour::text("two").delayed(10)),
+            ],
+            Behaviour::Status500,
+        )],
+    );
+    let ask = |text: &str| {
+        let body = json!({"model": "k", "stream": true,
+            "messages": [{"role": "user", "content": "first job-one"},
+                         {"role": "assistant", "content": "x"},
+                         {"role": "user", "content": text}]});
+        post(&addr, "/a/v1/chat/completions", &[], &body.to_string())
+    };
+    let content = |body: &str| -> String {
+        sse_objects(body)
+            .iter()
+            .filter_map(|o| {
+                o.pointer("/choices/0/delta/content")
+                    .and_then(Value::as_str)
+            })
+            .collect()
+    };
+    // The last user message decides, not an earlier one.
+    let (_, body, _) = ask("now job-two please");
+    assert_eq!(content(&body), "two");
+    let (_, body, _) = ask("again job-one");
+    assert_eq!(content(&body), "{\"n\": 1}");
+    let (head, _, _) = ask("something else");
+    assert!(head.starts_with("HTTP/1.1 500 "), "{head}");
+    let chosen: Vec<Behaviour> = llm.requests().into_iter().map(|r| r.behaviour).collect();
+    assert_eq!(
+        chosen,
+        [
+            Behaviour::text("two").delayed(10),
+            Behaviour::text("{\"n\": 1}"),
+            Behaviour::Status500
+        ]
+    );
+}

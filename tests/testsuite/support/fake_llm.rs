@@ -48,6 +48,25 @@ pub enum Behaviour {
     Ok,
     /// Like `Ok` with 0.5 s between content chunks (~2.5 s in all).
     Slow,
+    /// [`DEFAULT_TEXT`] at a pace: status and headers at once, the first content chunk
+    /// `first_ms` later, then `tokens` chunks in all, `gap_ms` apart (a provider slow to start,
+    /// or ~1 s answers of many tokens). See [`Behaviour::first_token_after`].
+    Paced {
+        first_ms: u64,
+        tokens: usize,
+        gap_ms: u64,
+    },
+    /// Reasoning before the answer: `reasoning_content` deltas every `gap_ms` for `think_ms`,
+    /// then [`DEFAULT_TEXT`] (a reasoning model thinking aloud; Pi shows it as thinking).
+    Thinking { think_ms: u64, gap_ms: u64 },
+    /// Like `Paced`, but silent after `after` content chunks (bounded like `Hang`), then the
+    /// connection closes without finishing: a stream that stalls after K tokens.
+    StallAfter {
+        first_ms: u64,
+        tokens: usize,
+        gap_ms: u64,
+        after: usize,
+    },
     /// Like `Ok` with this answer text.
     Text(String),
     /// Like `Text` but the answer is cut at the output limit: `finish_reason:"length"`.
@@ -126,6 +145,13 @@ pub enum Behaviour {
         before: Box<Behaviour>,
         after: Box<Behaviour>,
     },
+    /// A given answer per request, whatever order requests arrive in (a batch's jobs at once, a
+    /// re-ask in the conversation): the first rule whose needle the request's last user message
+    /// contains answers it, else `otherwise` ([`Request::behaviour`] records the one chosen).
+    ByPrompt {
+        rules: Vec<(String, Behaviour)>,
+        otherwise: Box<Behaviour>,
+    },
 }
 
 impl Behaviour {
@@ -186,6 +212,41 @@ impl Behaviour {
             other => other,
         }
     }
+    /// Headers at once, the first token `ms` later, then the rest of [`DEFAULT_TEXT`] at once.
+    pub fn first_token_after(ms: u64) -> Self {
+        Behaviour::Paced {
+            first_ms: ms,
+            tokens: 3,
+            gap_ms: 0,
+        }
+    }
+    /// `ByPrompt { .. }`: `rules` as (needle in the last user message, behaviour), else
+    /// `otherwise`.
+    pub fn by_prompt<S: Into<String>>(
+        rules: impl IntoIterator<Item = (S, Behaviour)>,
+        otherwise: Behaviour,
+    ) -> Self {
+        Behaviour::ByPrompt {
+            rules: rules.into_iter().map(|(n, b)| (n.into(), b)).collect(),
+            otherwise: Box::new(otherwise),
+        }
+    }
+    /// This behaviour for a request whose last user message is `last_user`: a
+    /// [`Behaviour::ByPrompt`] picks its rule (rules may nest).
+    pub fn for_prompt(self, last_user: &str) -> Self {
+        match self {
+            Behaviour::ByPrompt { rules, otherwise } => rules
+                .into_iter()
+                .find(|(needle, _)| last_user.contains(needle.as_str()))
+                .map_or(*otherwise, |(_, b)| b)
+                .resolved()
+                .for_prompt(last_user),
+            Behaviour::Delayed(ms, inner) => {
+                Behaviour::Delayed(ms, Box::new(inner.for_prompt(last_user)))
+            }
+            other => other,
+        }
+    }
     /// `Delayed(ms, Box::new(self))`: the same answer, started `ms` milliseconds late.
     pub fn delayed(self, ms: u64) -> Self {
         Behaviour::Delayed(ms, Box::new(self))
@@ -198,7 +259,9 @@ impl Behaviour {
             | Behaviour::Slow
             | Behaviour::Text(_)
             | Behaviour::Truncated(_)
-            | Behaviour::NoFinish => Some(TEXT_USAGE),
+            | Behaviour::NoFinish
+            | Behaviour::Paced { .. }
+            | Behaviour::Thinking { .. } => Some(TEXT_USAGE),
             Behaviour::TextWithUsage {
                 prompt_tokens,
                 completion_tokens,
@@ -323,6 +386,8 @@ impl Request {
 struct Script {
     list: Vec<Behaviour>,
     next: usize,
+    /// The whole list repeats (else its last entry does).
+    cycle: bool,
 }
 
 struct State {
@@ -446,8 +511,49 @@ impl FakeLlm {
         if list.is_empty() {
             st.scripts.remove(&key);
         } else {
-            st.scripts.insert(key, Script { list, next: 0 });
+            st.scripts.insert(
+                key,
+                Script {
+                    list,
+                    next: 0,
+                    cycle: false,
+                },
+            );
         }
+    }
+
+    /// Like [`FakeLlm::script`], but the whole list repeats: `[Ok, Ok, Hang]` is silence on
+    /// every third request.
+    pub fn script_cycle(&self, route: &str, model: &str, list: Vec<Behaviour>) {
+        let mut st = self.shared.state();
+        let key = (route.to_string(), model.to_string());
+        if list.is_empty() {
+            st.scripts.remove(&key);
+        } else {
+            st.scripts.insert(
+                key,
+                Script {
+                    list,
+                    next: 0,
+                    cycle: true,
+                },
+            );
+        }
+    }
+
+    /// `fault` on every `n`th request (the `n`th, the `2n`th, …) to `model` on `route`,
+    /// `otherwise` on the others.
+    pub fn script_every(
+        &self,
+        route: &str,
+        model: &str,
+        n: usize,
+        fault: Behaviour,
+        otherwise: Behaviour,
+    ) {
+        let mut list = vec![otherwise; n.max(1) - 1];
+        list.push(fault);
+        self.script_cycle(route, model, list);
     }
 
     /// Behaviour for requests without a script (initially `Ok`).
@@ -663,6 +769,12 @@ fn serve(
         )
     };
     let (messages, images) = summarize_messages(&body);
+    let last_user = messages
+        .iter()
+        .rev()
+        .find(|m| m.role == "user")
+        .map_or("", |m| m.text.as_str());
+    let behaviour = behaviour.for_prompt(last_user);
     let authorization = req.header("authorization").map(str::to_string);
     let (seq, hang_limit) = {
         let mut st = shared.state();
@@ -717,7 +829,12 @@ fn next_behaviour(shared: &Shared, route: &str, model: &str) -> Behaviour {
     };
     match st.scripts.get_mut(&key) {
         Some(s) => {
-            let b = s.list[s.next.min(s.list.len() - 1)].clone();
+            let at = if s.cycle {
+                s.next % s.list.len()
+            } else {
+                s.next.min(s.list.len() - 1)
+            };
+            let b = s.list[at].clone();
             s.next += 1;
             b
         }
@@ -763,6 +880,43 @@ fn act(stream: &mut TcpStream, b: &Behaviour, ctx: &Ctx<'_>) -> bool {
         Behaviour::Drop => text(stream, DEFAULT_TEXT, Mode::Drop),
         Behaviour::Reset => text(stream, DEFAULT_TEXT, Mode::Reset),
         Behaviour::StallMidBody => text(stream, DEFAULT_TEXT, Mode::Stall),
+        Behaviour::Paced {
+            first_ms,
+            tokens,
+            gap_ms,
+        } => text(
+            stream,
+            DEFAULT_TEXT,
+            Mode::Paced {
+                first_ms: *first_ms,
+                tokens: *tokens,
+                gap_ms: *gap_ms,
+                stall_after: None,
+            },
+        ),
+        Behaviour::Thinking { think_ms, gap_ms } => text(
+            stream,
+            DEFAULT_TEXT,
+            Mode::Think {
+                think_ms: *think_ms,
+                gap_ms: *gap_ms,
+            },
+        ),
+        Behaviour::StallAfter {
+            first_ms,
+            tokens,
+            gap_ms,
+            after,
+        } => text(
+            stream,
+            DEFAULT_TEXT,
+            Mode::Paced {
+                first_ms: *first_ms,
+                tokens: *tokens,
+                gap_ms: *gap_ms,
+                stall_after: Some(*after),
+            },
+        ),
         Behaviour::ToolCall { name, args } => stream_tool(stream, name, args, ctx),
         Behaviour::Delayed(ms, inner) => {
             if ctx.shared.sleep(Duration::from_millis(*ms)) {
@@ -771,6 +925,9 @@ fn act(stream: &mut TcpStream, b: &Behaviour, ctx: &Ctx<'_>) -> bool {
             act(stream, inner, ctx)
         }
         Behaviour::Until { .. } => act(stream, &b.clone().resolved(), ctx),
+        // Chosen by the request's prompt before it is recorded (`for_prompt`); only a rule that
+        // nests one under another behaviour gets here, and answers with its fallback.
+        Behaviour::ByPrompt { otherwise, .. } => act(stream, otherwise, ctx),
         Behaviour::Hang => {
             ctx.shared.sleep(ctx.hang_limit);
             false

@@ -14,7 +14,12 @@ fn success_on_the_first_model() {
         h.commands(),
         ["get_state", "get_available_models", "prompt"]
     );
-    assert!(matches!(h.deltas().as_slice(), [Delta::Success { .. }]));
+    // The clean answer's pace: its first response came at once, no gap between events.
+    assert!(matches!(
+        h.deltas().as_slice(),
+        [Delta::Success { .. }, Delta::Pace { key, sample }]
+            if key == "a/m1" && sample.first_ms == 1 && sample.gap_ms == 0
+    ));
     assert_eq!(h.m.poll_deadline(), None);
 }
 
@@ -254,25 +259,29 @@ fn stall_watchdog_restarts_on_progress_and_pauses_during_tools() {
     let mut h = H::new(Health::default(), vec![]);
     let sent = h.start(model("a", "m1", false, 128_000), pool());
     h.ok_prompt(&sent);
+    let stall = |h: &H| h.m.timers.watchdog().map(|(_, at)| at);
     h.event(json!({"type": "message_update"}));
     assert_eq!(
-        h.m.poll_deadline(),
+        stall(&h),
         Some(h.now().instant + Duration::from_millis(2000))
     );
     h.advance(1500);
     h.event(json!({"type": "message_update"}));
     assert_eq!(
-        h.m.poll_deadline(),
+        stall(&h),
         Some(h.now().instant + Duration::from_millis(2000))
     );
     h.event(json!({"type": "tool_execution_start"}));
-    assert_eq!(h.m.poll_deadline(), None, "a running tool is not a stall");
+    assert_eq!(stall(&h), None, "a running tool is not a stall");
     h.advance(600_000);
     h.m.handle(h.now(), Input::Timeout);
-    assert!(h.sent().is_empty());
+    assert!(
+        h.sent().iter().all(|(_, c)| *c != Command::Abort),
+        "nothing is cut while a tool runs"
+    );
     h.event(json!({"type": "tool_execution_end"}));
     assert_eq!(
-        h.m.poll_deadline(),
+        stall(&h),
         Some(h.now().instant + Duration::from_millis(2000))
     );
 }

@@ -15,7 +15,9 @@ use std::collections::BTreeMap;
 
 use redis::Value;
 
-use super::{BATCH, MAX_INDEX_READ, RedisStore, bytes, getrange, int, scan_page};
+use super::layout::BATCH;
+use super::reply::{bytes, getrange, int, scan_page};
+use super::{MAX_INDEX_READ, RedisStore};
 use crate::capacity::Capacity;
 use crate::capacity::ops::{CapacityOp, CapacityReply, apply_op, prune};
 use crate::health::store::api::StoreError;

@@ -13,6 +13,8 @@
 //! | `caps` | set | the providers that have a capacity record |
 //! | `switches` | integer | the switch counter (`INCRBY`: exact) |
 //! | `switch_log` | list | newest switches first, JSON, trimmed to [`SWITCH_LOG_LEN`] |
+//! | `pace:{provider/id}` | list | that model's clean answers, newest first (see `redis::pace`) |
+//! | `idx:pace` | set | the models that have a pace list |
 //!
 //! One key per record keeps optimistic transactions (`WATCH`) contending per breaker, not per
 //! store. A lease's expiry is the server's TTL, so it ends by itself when its holder dies and
@@ -26,6 +28,8 @@ use crate::health::{BREAKER_SCOPES, Health, Record, SWITCH_LOG_LEN, SwitchEntry}
 
 /// Layout version, part of every key name.
 pub const LAYOUT: &str = "v1:";
+/// Keys per `WATCH`, `SSCAN` and `DEL` command.
+pub const BATCH: usize = 1000;
 /// A stored record longer than this is not ours (ours are well under 2 KiB): read at most this
 /// much and treat a full read as corrupt.
 pub const MAX_VALUE_BYTES: usize = 64 * 1024;
@@ -72,6 +76,16 @@ impl KeySpace {
     /// The counter of runs that started elsewhere ([`crate::health::Delta::SkippedStart`]).
     pub fn skipped_starts(&self) -> String {
         format!("{}skipped_starts", self.ns)
+    }
+
+    /// One model's pace list (see `redis::pace`).
+    pub fn pace(&self, model: &str) -> String {
+        format!("{}pace:{model}", self.ns)
+    }
+
+    /// The models that have a pace list.
+    pub fn pace_index(&self) -> String {
+        format!("{}idx:pace", self.ns)
     }
 
     pub fn switch_log(&self) -> String {
@@ -241,7 +255,7 @@ pub fn touched(deltas: &[crate::health::Delta]) -> Vec<(Scope, String)> {
             Delta::Lease { target, .. } | Delta::Release { target } => {
                 add(target.scope, &target.key)
             }
-            Delta::Switch(_) | Delta::SkippedStart => {}
+            Delta::Switch(_) | Delta::SkippedStart | Delta::Pace { .. } => {}
         }
     }
     out

@@ -13,7 +13,7 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-mod stores;
+pub(super) mod stores;
 
 use self::stores::{Memory, SharedBackend, open_store};
 use super::{Backend, File, Redis, together};

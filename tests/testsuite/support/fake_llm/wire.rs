@@ -225,6 +225,35 @@ pub(super) enum Mode {
     Drop,
     Reset,
     Stall,
+    /// Headers at once, the first content `first_ms` later, then `tokens` content chunks
+    /// `gap_ms` apart; with `stall_after`, silence (bounded by the hang limit) after that many
+    /// chunks, then the connection closes without finishing.
+    Paced {
+        first_ms: u64,
+        tokens: usize,
+        gap_ms: u64,
+        stall_after: Option<usize>,
+    },
+    /// Reasoning first: `reasoning_content` deltas every `gap_ms` for `think_ms`, then the
+    /// text.
+    Think {
+        think_ms: u64,
+        gap_ms: u64,
+    },
+}
+
+/// `text` cut into `n` pieces of nearly equal length (at least one, none empty).
+fn split_even(text: &str, n: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let n = n.clamp(1, chars.len().max(1));
+    let mut out = Vec::with_capacity(n);
+    let mut start = 0;
+    for i in 0..n {
+        let end = chars.len() * (i + 1) / n;
+        out.push(chars[start..end].iter().collect());
+        start = end;
+    }
+    out
 }
 
 fn start_sse(w: &mut TcpStream) -> io::Result<()> {
@@ -309,13 +338,36 @@ pub(super) fn stream_text(
         json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
     };
-    let pieces = pieces(text);
+    let pieces = match mode {
+        Mode::Paced { tokens, .. } => split_even(text, tokens),
+        _ => pieces(text),
+    };
     let res = (|| -> io::Result<bool> {
         start_sse(w)?;
+        if let Mode::Paced { first_ms, .. } = mode {
+            // The status line and headers are out (Pi is connected); the first token is late.
+            w.flush()?;
+            if shared.sleep(Duration::from_millis(first_ms)) {
+                return Ok(false);
+            }
+        }
         sse(
             w,
             &chunk_obj(json!({"role": "assistant", "content": ""}), None),
         )?;
+        if let Mode::Think { think_ms, gap_ms } = mode {
+            let mut thought = 0;
+            while thought < think_ms {
+                sse(
+                    w,
+                    &chunk_obj(json!({"reasoning_content": "Thinking it over. "}), None),
+                )?;
+                if shared.sleep(Duration::from_millis(gap_ms.max(1))) {
+                    return Ok(false);
+                }
+                thought += gap_ms.max(1);
+            }
+        }
         if mode == Mode::Stall {
             sse(w, &chunk_obj(json!({"content": pieces[0]}), None))?;
             shared.sleep(ctx.hang_limit);
@@ -324,6 +376,20 @@ pub(super) fn stream_text(
         for (i, p) in pieces.iter().enumerate() {
             if matches!(mode, Mode::Drop | Mode::Reset) && i == 2 {
                 break;
+            }
+            if let Mode::Paced {
+                gap_ms,
+                stall_after,
+                ..
+            } = mode
+            {
+                if stall_after == Some(i) {
+                    shared.sleep(ctx.hang_limit);
+                    return Ok(false);
+                }
+                if i > 0 && shared.sleep(Duration::from_millis(gap_ms)) {
+                    return Ok(false);
+                }
             }
             sse(w, &chunk_obj(json!({"content": p}), None))?;
             if mode == Mode::Slow && shared.sleep(Duration::from_millis(500)) {

@@ -89,10 +89,10 @@ pub(super) fn open_store(kind: &str, at: &str) -> Box<dyn HealthStore> {
 
 /// The in-memory store: one process's records, shared by every handle as by every worker of
 /// one process.
-pub(super) struct Memory(Arc<Mutex<MemoryStore>>);
+pub(crate) struct Memory(Arc<Mutex<MemoryStore>>);
 
 impl Memory {
-    pub(super) fn new() -> Memory {
+    pub(crate) fn new() -> Memory {
         Memory(Arc::new(Mutex::new(MemoryStore::new(1.0))))
     }
 }
