@@ -268,14 +268,14 @@ fn system_and_tools_per_job(v: &str) {
 
 both_versions!(system_and_tools_per_job);
 
-/// Providers all cooling: prim out of balance for long, back's endpoint down for ~0.6 s (a
+/// Providers all cooling: prim out of balance for long, back's endpoint down for a moment (a
 /// 503 and its one immediate retry; a 429 with one request in flight would be a busy key's
 /// back-off now, not a breaker: issue 32).
 /// With the batch default every job waits and is answered; with `--no-wait` each fails at once.
 #[test]
 fn jobs_wait_for_a_reopening_breaker_and_no_wait_fails_at_once() {
     let mut env = TestEnv::new(PI_MIN, &providers());
-    // Endpoint 2 min × 0.005 = 0.6 s; quota 30 min × 0.005 = 9 s. Pi's own retry is off, so
+    // Endpoint 10 s × 0.005 = 50 ms; quota 30 min × 0.005 = 9 s. Pi's own retry is off, so
     // the failures are the runner's.
     env.env("CCSWITCH_COOLDOWN_SCALE", "0.005");
     env.write_settings(&json!({"retry": {"enabled": false}}));
@@ -310,8 +310,9 @@ fn jobs_wait_for_a_reopening_breaker_and_no_wait_fails_at_once() {
         );
     }
 
+    // Breakers long enough (an endpoint's 10 s × 0.5) that no later job finds one reopened.
     let mut env = TestEnv::new(PI_MIN, &providers());
-    env.env("CCSWITCH_COOLDOWN_SCALE", "0.005");
+    env.env("CCSWITCH_COOLDOWN_SCALE", "0.5");
     env.write_settings(&json!({"retry": {"enabled": false}}));
     env.llm.script("a", "m", vec![Behaviour::Status402]);
     env.llm.script("b", "m", vec![Behaviour::Status503]);
