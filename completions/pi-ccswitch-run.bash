@@ -23,7 +23,7 @@ _pi__ccswitch__run() {
 
     case "${cmd}" in
         pi__ccswitch__run)
-            opts="-v -p -h -V --timeout-ms --no-tools --no-builtin-tools --tools --exclude-tools --system-prompt --append-system-prompt --no-context-files --no-skills --provider --model --thinking --models --task-complexity --wait --no-wait --max-cost --verbose --output-schema --json --explain --health-url --max-inflight --status --reactivate --disable --reset --doctor --batch --jobs --output --resume --retry-failed --rerun-changed --resume-from --permanent-ok --shard --completions --print --no-session --no-extensions --help --version"
+            opts="-v -p -h -V --timeout-ms --no-tools --no-builtin-tools --tools --exclude-tools --system-prompt --append-system-prompt --no-context-files --no-skills --provider --model --thinking --models --task-complexity --wait --no-wait --max-wait --prefer-primary --max-cost --verbose --output-schema --json --explain --health-url --max-inflight --status --reactivate --disable --reset --doctor --batch --jobs --output --resume --retry-failed --rerun-changed --resume-from --permanent-ok --shard --completions --print --no-session --no-extensions --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -67,6 +67,14 @@ _pi__ccswitch__run() {
                     ;;
                 --task-complexity)
                     COMPREPLY=($(compgen -W "auto low medium high" -- "${cur}"))
+                    return 0
+                    ;;
+                --max-wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefer-primary)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --max-cost)

@@ -28,6 +28,8 @@ set edit:completion:arg-completer[pi-ccswitch-run] = {|@words|
             cand --thinking 'Forwarded to Pi: thinking level (off, minimal, low, medium, high, xhigh, max)'
             cand --models 'Comma-separated model patterns (Pi''s syntax, resolved here); failover stays inside this scope'
             cand --task-complexity 'Pick a thinking level from the task: auto, low, medium or high (--thinking wins)'
+            cand --max-wait 'The most one run or job may wait in all — for breakers, stated resets, capacity slots, a busy key''s back-off — e.g. 30s; then it fails (exit 1) (overrides CCSWITCH_MAX_WAIT)'
+            cand --prefer-primary 'Wait up to DURATION for the primary model when its provider states when its limit resets (or pauses it for capacity), instead of going to the backups, e.g. 10m (overrides CCSWITCH_PREFER_PRIMARY)'
             cand --max-cost 'Spend cap: once this run''s recorded cost reaches COST no new job or attempt starts (exit 3); PROVIDER=COST caps one provider (skipped once reached). Repeatable, comma-separated'
             cand --output-schema 'The answer must be one JSON value valid against the JSON Schema in FILE; it is printed on one line. A non-conforming answer is asked again once, then fails over (class schema)'
             cand --health-url 'Share breaker health through Redis (overrides CCSWITCH_HEALTH_URL)'

@@ -11,6 +11,8 @@ complete -c pi-ccswitch-run -l task-complexity -d 'Pick a thinking level from th
 low\t''
 medium\t''
 high\t''"
+complete -c pi-ccswitch-run -l max-wait -d 'The most one run or job may wait in all — for breakers, stated resets, capacity slots, a busy key\'s back-off — e.g. 30s; then it fails (exit 1) (overrides CCSWITCH_MAX_WAIT)' -r
+complete -c pi-ccswitch-run -l prefer-primary -d 'Wait up to DURATION for the primary model when its provider states when its limit resets (or pauses it for capacity), instead of going to the backups, e.g. 10m (overrides CCSWITCH_PREFER_PRIMARY)' -r
 complete -c pi-ccswitch-run -l max-cost -d 'Spend cap: once this run\'s recorded cost reaches COST no new job or attempt starts (exit 3); PROVIDER=COST caps one provider (skipped once reached). Repeatable, comma-separated' -r
 complete -c pi-ccswitch-run -l output-schema -d 'The answer must be one JSON value valid against the JSON Schema in FILE; it is printed on one line. A non-conforming answer is asked again once, then fails over (class schema)' -r
 complete -c pi-ccswitch-run -l health-url -d 'Share breaker health through Redis (overrides CCSWITCH_HEALTH_URL)' -r

@@ -308,6 +308,8 @@ impl Session {
             tried: machine.tried(),
             elapsed_ms: ms(now.instant.saturating_duration_since(start.instant)),
             capacity_wait_ms: machine.capacity_wait_ms(now),
+            wait_ms: machine.waited_ms(now),
+            primary_wait_ms: machine.primary_wait_ms(now),
             start_model: machine.start_model().map(str::to_string),
             digests: Vec::new(),
             content_hash: None,
@@ -322,7 +324,7 @@ impl Session {
             thinking: job.thinking.level.clone(),
             id_prefix: format!("r{}-", self.jobs),
             local_offset: Some(clock::local_offset),
-            spread_seed: spread_seed(&job.label, self.jobs),
+            spread_seed: spread_seed(&job.label, self.jobs, clock::now().wall_ms),
             explain: job.explain,
             deadline: Some(job.deadline),
             health_pending: true,
@@ -507,7 +509,7 @@ fn show_status(machine: &Machine, status: &mut StatusLine, now: Now, start: Inst
             elapsed.as_secs_f64()
         )),
         Some(until) => status.show(&format!(
-            "⏸ every candidate cooling down · resuming in {} · {:.1}s",
+            "⏸ waiting for a breaker to reopen · resuming in {} · {:.1}s",
             crate::failover::reopen::human_ms(ms(until.saturating_duration_since(now.instant))),
             elapsed.as_secs_f64()
         )),
@@ -523,11 +525,18 @@ pub fn ms_since(t: Instant) -> u64 {
     ms(clock::now().instant.saturating_duration_since(t))
 }
 
-/// A per-job seed for the machine's restart spread (`Options::spread_seed`): the job's label
-/// and its number on this Pi, hashed (FNV-1a). Only needs to differ between jobs.
-fn spread_seed(label: &str, job: u32) -> u64 {
+/// A per-job seed for the machine's restart spread and back-off jitter
+/// (`Options::spread_seed`): the job's label, its number on this Pi, this process and the time
+/// it starts, hashed (FNV-1a). Only needs to differ between jobs — also between the single runs
+/// of a CI matrix, which share label, number and, on their own machines, often the pid.
+fn spread_seed(label: &str, job: u32, now_ms: u64) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in label.bytes().chain(job.to_le_bytes()) {
+    let salt = job
+        .to_le_bytes()
+        .into_iter()
+        .chain(std::process::id().to_le_bytes())
+        .chain(now_ms.to_le_bytes());
+    for b in label.bytes().chain(salt) {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }

@@ -309,6 +309,28 @@ pub fn explanation_text(e: &Explanation, thinking_source: &str, attachments: &In
             "stop (exit 1)"
         }
     ));
+    let w = &e.waiting;
+    out.push_str(&format!(
+        "when a key is busy (refused with only this run's request in flight): leave it alone {} \
+         to {} at a time, {} at most, then open its breaker\n",
+        human_ms(w.busy_backoff_first_ms),
+        human_ms(w.busy_backoff_limit_ms),
+        human_ms(w.busy_backoff_total_ms)
+    ));
+    out.push_str(&format!(
+        "waiting in all (breakers, resets, slots, back-off): {}\n",
+        w.max_wait_ms
+            .map_or("up to the deadline".to_string(), |ms| format!(
+                "at most {} (--max-wait), then fail (exit 1)",
+                human_ms(ms)
+            ))
+    ));
+    if let (Some(window), Some(primary)) = (w.prefer_primary_ms, &w.primary) {
+        out.push_str(&format!(
+            "primary first (--prefer-primary {}): {primary}\n",
+            human_ms(window)
+        ));
+    }
     if e.candidates.is_empty() {
         out.push_str("\nno candidate would be tried (exit 1)\n");
     } else {

@@ -62,7 +62,7 @@ impl Variable {
 
 /// Every variable [`from_lookup`] reads, with its default and meaning (a test holds the two
 /// to each other).
-pub const ENVIRONMENT: [Variable; 10] = [
+pub const ENVIRONMENT: [Variable; 12] = [
     Variable {
         name: "PI_BIN",
         meaning: "the real `pi` executable",
@@ -117,6 +117,18 @@ pub const ENVIRONMENT: [Variable; 10] = [
                   (--max-inflight wins)",
         default: None,
     },
+    Variable {
+        name: "CCSWITCH_MAX_WAIT",
+        meaning: "the most one run or job waits in all (breakers, stated resets, capacity \
+                  slots, back-off), e.g. 30s, then it fails (--max-wait wins)",
+        default: Some(Fallback::Text("up to the deadline")),
+    },
+    Variable {
+        name: "CCSWITCH_PREFER_PRIMARY",
+        meaning: "wait up to this long for the primary model's stated reset or capacity pause \
+                  instead of going to the backups, e.g. 10m (--prefer-primary wins)",
+        default: None,
+    },
 ];
 
 #[derive(Debug, Clone)]
@@ -140,6 +152,11 @@ pub struct Settings {
     pub max_inflight: std::collections::BTreeMap<String, u32>,
     /// `CCSWITCH_HEALTH_PREFIX`: key prefix in Redis.
     pub health_prefix: String,
+    /// `CCSWITCH_MAX_WAIT`: the most a run or job waits in all (`--max-wait` wins).
+    pub max_wait: Option<Duration>,
+    /// `CCSWITCH_PREFER_PRIMARY`: how far ahead a primary's stated reset may lie to be waited
+    /// for (`--prefer-primary` wins).
+    pub prefer_primary: Option<Duration>,
     /// Values of environment variables whose names say they hold secrets; Pi inherits them, so
     /// they are masked in everything printed or stored. Never written anywhere.
     pub secret_values: Vec<String>,
@@ -290,6 +307,16 @@ pub fn from_lookup(
         Some(v) => crate::capacity::caps::parse_caps(&v.to_string_lossy())
             .map_err(|e| ConfigError(format!("CCSWITCH_MAX_INFLIGHT: {e}")))?,
     };
+    let duration = |name: &str| -> Result<Option<Duration>, ConfigError> {
+        match var(name).filter(|v| !v.is_empty()) {
+            None => Ok(None),
+            Some(v) => parse_duration(&v.to_string_lossy())
+                .map(Some)
+                .map_err(|e| ConfigError(format!("{name} {e}"))),
+        }
+    };
+    let max_wait = duration("CCSWITCH_MAX_WAIT")?;
+    let prefer_primary = duration("CCSWITCH_PREFER_PRIMARY")?;
     let health_prefix = var("CCSWITCH_HEALTH_PREFIX")
         .filter(|v| !v.is_empty())
         .map_or_else(
@@ -299,6 +326,8 @@ pub fn from_lookup(
     Ok(Settings {
         health_url,
         max_inflight,
+        max_wait,
+        prefer_primary,
         health_prefix,
         secret_values: Vec::new(),
         pi_command,
@@ -313,6 +342,69 @@ pub fn from_lookup(
         )?,
         cooldown_scale,
     })
+}
+
+/// The longest duration `--max-wait` and `--prefer-primary` (and their variables) take: a
+/// week, a weekly quota window; a job's deadline bounds every wait anyway.
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// A duration as people write one: whole numbers with units, largest first, no blanks —
+/// `30s`, `10m`, `1h30m`, `1500ms`, `2d`; `0` alone needs no unit. Bounded by
+/// [`MAX_DURATION`]. The error says what is wrong, for a flag's or a variable's message.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    const UNITS: [(&str, u64); 5] = [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1000),
+        ("ms", 1),
+    ];
+    let shape = || {
+        format!(
+            "expects a duration such as 30s, 10m or 1h30m (units d, h, m, s, ms; got '{}')",
+            crate::redact::printable(text)
+        )
+    };
+    if text == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut rest = text;
+    let mut total: u64 = 0;
+    // Each unit at most once, larger before smaller: `1m1h` and `5s5s` are typos.
+    let mut last_unit: Option<usize> = None;
+    if rest.is_empty() {
+        return Err(shape());
+    }
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let letters = rest[digits..]
+            .bytes()
+            .take_while(u8::is_ascii_alphabetic)
+            .count();
+        let (number, unit) = (&rest[..digits], &rest[digits..digits + letters]);
+        let n = parse_decimal(number).ok_or_else(shape)?;
+        let Some(index) = UNITS.iter().position(|(u, _)| *u == unit) else {
+            return Err(shape());
+        };
+        if last_unit.is_some_and(|last| index <= last) {
+            return Err(shape());
+        }
+        last_unit = Some(index);
+        total = n
+            .checked_mul(UNITS[index].1)
+            .and_then(|ms| total.checked_add(ms))
+            .ok_or_else(too_long)?;
+        rest = &rest[digits + letters..];
+    }
+    let d = Duration::from_millis(total);
+    if d > MAX_DURATION {
+        return Err(too_long());
+    }
+    Ok(d)
+}
+
+fn too_long() -> String {
+    "is longer than a week (7d), the longest wait taken".to_string()
 }
 
 /// Decimal digits only: no sign, no exponent, no hex, no surrounding whitespace (for numbers in
@@ -516,6 +608,71 @@ mod tests {
         assert_eq!(
             ENVIRONMENT[4].describe(),
             "failover round window in ms (default 480000)"
+        );
+    }
+
+    #[test]
+    fn durations_are_numbers_with_units() {
+        let ok = |t: &str| parse_duration(t).unwrap();
+        assert_eq!(ok("0"), Duration::ZERO);
+        assert_eq!(ok("0s"), Duration::ZERO);
+        assert_eq!(ok("30s"), Duration::from_secs(30));
+        assert_eq!(ok("10m"), Duration::from_secs(600));
+        assert_eq!(ok("1h30m"), Duration::from_secs(5400));
+        assert_eq!(ok("1m500ms"), Duration::from_millis(60_500));
+        assert_eq!(ok("1500ms"), Duration::from_millis(1500));
+        assert_eq!(ok("7d"), MAX_DURATION);
+        for bad in [
+            "",
+            "30",
+            "-5s",
+            "+5s",
+            "5 s",
+            " 5s",
+            "5s ",
+            "5sec",
+            "1.5m",
+            "5S",
+            "m",
+            "1m1h",
+            "5s5s",
+            "1h1d",
+            "5sx",
+            "١s",
+            "99999999999999999999s",
+        ] {
+            let err = parse_duration(bad).unwrap_err();
+            assert!(err.starts_with("expects a duration"), "{bad:?}: {err}");
+        }
+        for long in ["8d", "7d1ms", "169h", "18446744073709551615d"] {
+            let err = parse_duration(long).unwrap_err();
+            assert!(err.contains("longer than a week"), "{long}: {err}");
+        }
+        // Control characters are shown escaped: the error stays one line.
+        assert!(!parse_duration("1\n2s").unwrap_err().contains('\n'));
+    }
+
+    #[test]
+    fn wait_bounds_come_from_the_environment() {
+        let s = load_with(&[
+            ("CCSWITCH_MAX_WAIT", "30s"),
+            ("CCSWITCH_PREFER_PRIMARY", "10m"),
+        ])
+        .unwrap();
+        assert_eq!(s.max_wait, Some(Duration::from_secs(30)));
+        assert_eq!(s.prefer_primary, Some(Duration::from_secs(600)));
+        let unset = load_with(&[("CCSWITCH_MAX_WAIT", "")]).unwrap();
+        assert_eq!((unset.max_wait, unset.prefer_primary), (None, None));
+        let err = load_with(&[("CCSWITCH_PREFER_PRIMARY", "10")]).unwrap_err();
+        assert_eq!(
+            err.0,
+            "CCSWITCH_PREFER_PRIMARY expects a duration such as 30s, 10m or 1h30m (units d, h, \
+             m, s, ms; got '10')"
+        );
+        let err = load_with(&[("CCSWITCH_MAX_WAIT", "9d")]).unwrap_err();
+        assert_eq!(
+            err.0,
+            "CCSWITCH_MAX_WAIT is longer than a week (7d), the longest wait taken"
         );
     }
 

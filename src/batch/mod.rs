@@ -354,6 +354,7 @@ impl Batch {
                                 &done.capacity_signals,
                                 done.capacity_wait_ms,
                             );
+                            tally.record_waits(&done.label, done.primary_wait_ms, done.max_wait);
                             tally.record_silence(&done.silence_cuts);
                             if shared.ordered {
                                 order.push(done.index, Some(done.line));
@@ -445,7 +446,14 @@ impl Batch {
         if let Some(line) = tally.capacity_line(&limits) {
             console.progress_line(&line);
         }
-        if let Some(line) = tally.silence_line() {
+        for line in [
+            tally.primary_line(),
+            tally.max_wait_line(),
+            tally.silence_line(),
+        ]
+        .into_iter()
+        .flatten()
+        {
             console.progress_line(&line);
         }
         if let Some(line) = tally.schema_line() {
@@ -714,6 +722,8 @@ mod tests {
                 wait: false,
                 max_inflight: Default::default(),
                 budget: crate::budget::Caps::default(),
+                max_wait: None,
+                prefer_primary: None,
             },
             timeout: Duration::from_secs(1),
             verbose: 0,

@@ -41,6 +41,11 @@ pub struct BatchTally {
     other_schema_failures: u64,
     /// The jobs that failed in their own input, this run or before it (named at the end).
     permanent: Permanent,
+    /// Jobs that waited for their primary (`--prefer-primary`): how many, how long in all and
+    /// at most.
+    primary_waits: (u64, u64, u64),
+    /// Jobs that ended by `--max-wait` (named at the end), and the bound.
+    max_wait: (Permanent, u64),
 }
 
 /// Jobs that failed in their own input: the first [`Permanent::SHOWN`] by name with why, and
@@ -132,6 +137,55 @@ impl BatchTally {
             }
         }
         self.capacity_wait_ms = self.capacity_wait_ms.saturating_add(waited_ms);
+    }
+
+    /// What one finished job says about waiting: how long it waited for its primary, and
+    /// whether it ended by `--max-wait` (the bound, in ms).
+    pub fn record_waits(&mut self, label: &str, primary_wait_ms: u64, max_wait: Option<u64>) {
+        if primary_wait_ms > 0 {
+            let (jobs, total, longest) = &mut self.primary_waits;
+            *jobs += 1;
+            *total = total.saturating_add(primary_wait_ms);
+            *longest = (*longest).max(primary_wait_ms);
+        }
+        if let Some(limit_ms) = max_wait {
+            self.max_wait.0.push(label, "");
+            self.max_wait.1 = limit_ms;
+        }
+    }
+
+    /// The summary's line about jobs that waited for their primary (`None`: none did).
+    pub fn primary_line(&self) -> Option<String> {
+        let (jobs, total, longest) = self.primary_waits;
+        if jobs == 0 {
+            return None;
+        }
+        Some(format!(
+            "batch: {jobs} job(s) waited for their primary (--prefer-primary): {} on average, {} \
+             at most",
+            crate::failover::reopen::human_ms(total / jobs),
+            crate::failover::reopen::human_ms(longest)
+        ))
+    }
+
+    /// The end line naming the jobs that ended by `--max-wait` (`None`: none did).
+    pub fn max_wait_line(&self) -> Option<String> {
+        let (jobs, limit_ms) = &self.max_wait;
+        if jobs.total == 0 {
+            return None;
+        }
+        let mut named: Vec<String> = jobs.named.iter().map(|(l, _)| l.clone()).collect();
+        let more = jobs.total - jobs.named.len() as u64;
+        if more > 0 {
+            named.push(format!("and {more} more"));
+        }
+        Some(format!(
+            "batch: {} job(s) ended by --max-wait {} (failed, with a retry hint; --resume runs \
+             them): {}",
+            jobs.total,
+            crate::failover::reopen::human_ms(*limit_ms),
+            named.join(", ")
+        ))
     }
 
     /// The providers of a finished job's attempts that were cut for silence, one entry each.
@@ -394,6 +448,39 @@ pub fn budget_line(why: &OverBudget, left: u64, exact: bool, durable: bool) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn waits_for_the_primary_and_jobs_ended_by_max_wait_are_summed_up() {
+        let mut t = BatchTally::default();
+        assert_eq!((t.primary_line(), t.max_wait_line()), (None, None));
+        t.record_waits("doc-1", 0, None);
+        t.record_waits("doc-2", 81_000, None);
+        t.record_waits("doc-3", 41_000, None);
+        t.record_waits("doc-4", 0, Some(30_000));
+        assert_eq!(
+            t.primary_line().as_deref(),
+            Some(
+                "batch: 2 job(s) waited for their primary (--prefer-primary): 1m01s on average, \
+                 1m21s at most"
+            )
+        );
+        assert_eq!(
+            t.max_wait_line().as_deref(),
+            Some(
+                "batch: 1 job(s) ended by --max-wait 30s (failed, with a retry hint; --resume \
+                 runs them): doc-4"
+            )
+        );
+        for i in 0..20 {
+            t.record_waits(&format!("x-{i}"), 0, Some(30_000));
+        }
+        let line = t.max_wait_line().expect("a line");
+        assert!(
+            line.starts_with("batch: 21 job(s) ended by --max-wait 30s"),
+            "{line}"
+        );
+        assert!(line.ends_with(", x-8, and 11 more"), "{line}");
+    }
 
     #[test]
     fn the_silence_line_counts_cut_attempts_per_provider() {

@@ -21,7 +21,7 @@ use crate::console::Console;
 use crate::driver::Session;
 use crate::exit::Exit;
 use crate::failover::Config;
-use crate::failover::Outcome;
+use crate::failover::{Exhaustion, Outcome};
 use crate::job::{self, Ended, JobEnd, JobRequest, Stop, Unprepared};
 use crate::output::{self, JobFields, Warning, record::AttachmentRecord};
 use crate::rpc::Usage;
@@ -113,6 +113,10 @@ pub struct Done {
     /// The provider of each attempt refused for capacity.
     pub capacity_signals: Vec<String>,
     pub capacity_wait_ms: u64,
+    /// How long it waited for its primary (`--prefer-primary`).
+    pub primary_wait_ms: u64,
+    /// It ended by `--max-wait` (this bound, in ms).
+    pub max_wait: Option<u64>,
     /// The provider of each attempt cut for silence (a watchdog, or its share of the deadline).
     pub silence_cuts: Vec<String>,
 }
@@ -319,6 +323,14 @@ impl Worker {
                 .map(|a| a.model.provider().to_string())
                 .collect(),
             capacity_wait_ms: ended.capacity_wait_ms,
+            primary_wait_ms: ended.primary_wait_ms,
+            max_wait: match &ended.end {
+                JobEnd::Machine(Outcome::Exhausted {
+                    reason: Exhaustion::MaxWait { limit_ms },
+                    ..
+                }) => Some(*limit_ms),
+                _ => None,
+            },
             silence_cuts: ended
                 .attempts
                 .iter()
@@ -519,6 +531,8 @@ fn invalid_line(index: usize, number: u64, invalid: &Invalid, line_hash: u64) ->
         schema_failures: Vec::new(),
         capacity_signals: Vec::new(),
         capacity_wait_ms: 0,
+        primary_wait_ms: 0,
+        max_wait: None,
         silence_cuts: Vec::new(),
     }
 }

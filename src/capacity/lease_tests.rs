@@ -131,7 +131,7 @@ fn a_hostile_record_is_brought_into_shape() {
     // Every hostile lease is gone within the longest TTL.
     assert!(granted(&mut c, 1000 + MAX_LEASE_TTL_MS, "me", JOBS8));
     assert_eq!(
-        c.refused(1001 + MAX_LEASE_TTL_MS, "me", JOBS8),
+        c.refused(1001 + MAX_LEASE_TTL_MS, "me", JOBS8, 0),
         Verdict::RateLimited
     );
     let zero = Capacity {
@@ -205,8 +205,14 @@ fn apply_dispatches_every_delta() {
             slot: slot(),
             limits: JOBS8,
             pause_ms: 0,
+            jitter: 0,
         }),
-        Decided::Refused(Verdict::SlowDown(Change { from: 2, to: 1 }))
+        // The only request in flight: others use the key, it is left alone for a back-off.
+        Decided::Refused(Verdict::BackOff {
+            change: Change { from: 2, to: 1 },
+            until: 4 + super::backoff::delay_ms(1, 0),
+            step: 1
+        })
     );
 }
 
@@ -225,6 +231,7 @@ fn a_stated_pause_grants_no_slot_until_it_ends() {
         slot: "x".into(),
         limits: JOBS8,
         pause_ms: 2000,
+        jitter: 0,
     });
     assert_eq!(
         c.acquire(2999, "y", DEFAULT_LEASE_TTL_MS, JOBS8),
@@ -249,6 +256,7 @@ fn a_stated_pause_grants_no_slot_until_it_ends() {
         slot: "x".into(),
         limits: JOBS8,
         pause_ms: u64::MAX,
+        jitter: 0,
     });
     assert_eq!(c.paused_until, MAX_PAUSE_MS, "bounded");
 }

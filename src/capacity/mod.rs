@@ -50,8 +50,13 @@
 //! then probes after 96, 224, 480 and 992 answers and every 512 after that: 7 rejected in a
 //! 2000-job batch (0.35%), under 0.2% in the long run.
 //!
-//! *Refusing at 1.* A signal with one request in flight is not about concurrency: after
-//! [`REFUSALS_AT_ONE`] of them in a row (a clean answer resets the count) the verdict is
+//! *Refusing at 1.* A signal with one request in flight is not about our concurrency: the
+//! refused request is the least we can send, so other clients are using the key (issue 32: the
+//! jobs of a CI matrix, each on its own machine). The provider is paused for a jittered,
+//! growing back-off ([`backoff`]: 1, 2, 4, 8, 16 s ceilings) and the verdict is
+//! [`Verdict::BackOff`]: the request waits (or overflows to a provider with room) and tries
+//! again. Only a key that refuses again after a back-off at its limit (more than
+//! [`backoff::STEPS`] refusals in a row; a clean answer resets the count) is
 //! [`Verdict::RateLimited`]: the caller opens the provider's breaker as for any rate limit.
 //!
 //! *Leases.* A slot is a lease with a short TTL ([`DEFAULT_LEASE_TTL_MS`]) renewed while the
@@ -68,6 +73,7 @@
 //! the refusal's time and bounded by [`MAX_PAUSE_MS`]; a longer stated delay is no capacity
 //! signal but a rate limit with a stated reset (the caller opens the breaker until then).
 
+pub mod backoff;
 pub mod caps;
 pub mod ops;
 mod rules;
@@ -96,8 +102,9 @@ pub const MAX_LEASE_TTL_MS: u64 = DEFAULT_LEASE_TTL_MS;
 /// Multiplicative decrease: the limit becomes ⌊n·3/4⌋ (see the module docs).
 pub const DECREASE_NUM: u32 = 3;
 pub const DECREASE_DEN: u32 = 4;
-/// Capacity signals in a row with one request in flight that mean "rate-limited".
-pub const REFUSALS_AT_ONE: u32 = 3;
+/// Capacity signals in a row with one request in flight that mean "rate-limited": one more
+/// than the back-off's steps (see [`backoff`]).
+pub const REFUSALS_AT_ONE: u32 = backoff::STEPS + 1;
 /// Clean answers before the first probe of a refused level…
 pub const PROBE_ANSWERS: u32 = 32;
 /// …and at least this many windows of them at higher limits.
@@ -198,12 +205,14 @@ pub enum CapacityDelta {
         limits: Limits,
     },
     /// The request on `slot` got a capacity signal; the slot is given back. `pause_ms` (0:
-    /// none) is how long the provider said to wait before sending again.
+    /// none) is how long the provider said to wait before sending again; `jitter` (any
+    /// number, different per caller and refusal) places a back-off in its range.
     Refused {
         at: u64,
         slot: String,
         limits: Limits,
         pause_ms: u64,
+        jitter: u64,
     },
 }
 
@@ -257,7 +266,15 @@ pub struct Change {
 pub enum Verdict {
     /// Wait for a free slot, then send again to this provider (or overflow to another).
     SlowDown(Change),
-    /// Refused at concurrency 1 again and again: a rate limit, open the breaker as today.
+    /// Refused with only this request in flight: other clients are using the key. No slot is
+    /// granted on it to anyone before `until` (unix ms; the [`backoff`] of refusal `step` in a
+    /// row, or a longer stated pause); then send again (or overflow to another meanwhile).
+    BackOff {
+        change: Change,
+        until: u64,
+        step: u32,
+    },
+    /// Still refused after the back-off grew to its limit: a rate limit, open the breaker.
     RateLimited,
 }
 
@@ -299,10 +316,19 @@ impl Capacity {
                 slot,
                 limits,
                 pause_ms,
+                jitter,
             } => {
-                let verdict = self.refused(*at, slot, *limits);
+                let verdict = self.refused(*at, slot, *limits, *jitter);
+                // A stated pause longer than the back-off wins (and the back-off says so).
                 self.pause(*at, *pause_ms);
-                Decided::Refused(verdict)
+                Decided::Refused(match verdict {
+                    Verdict::BackOff { change, step, .. } => Verdict::BackOff {
+                        change,
+                        step,
+                        until: self.paused_until.max(*at),
+                    },
+                    v => v,
+                })
             }
         }
     }
@@ -446,7 +472,7 @@ impl Capacity {
 
     /// The provider said to send nothing for `pause_ms` from `at` (bounded; a pause already
     /// running longer is kept).
-    fn pause(&mut self, at: u64, pause_ms: u64) {
+    pub(super) fn pause(&mut self, at: u64, pause_ms: u64) {
         if pause_ms > 0 {
             let until = at.saturating_add(pause_ms.min(MAX_PAUSE_MS));
             self.paused_until = self.paused_until.max(until);

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Admission, Capacity, CapacityDelta, Decided, Limits};
+use super::{Admission, Capacity, CapacityDelta, Decided, Limits, Verdict};
 
 /// Most providers a store keeps records for; past this, idle records go first.
 pub const MAX_PROVIDERS: usize = 64;
@@ -30,6 +30,10 @@ pub enum CapacityOp {
         ttl_ms: u64,
         choices: Vec<Choice>,
         release: Option<(String, CapacityDelta)>,
+        /// When the first choice is paused (a stated pause or a busy key's back-off) for at
+        /// most this many ms more, wait for it (a full reply at the pause's end) instead of
+        /// going past it (`--prefer-primary`; 0: go past it as for a full provider).
+        hold_first_ms: u64,
     },
     /// Apply `delta` to `provider`'s record (renew, release, answered, refused).
     Apply {
@@ -87,7 +91,12 @@ pub enum CapacityReply {
         in_flight: u32,
     },
     /// Every choice is full; the first of their leases runs out at `next_expiry` unless renewed.
-    Full { next_expiry: Option<u64> },
+    /// `held`: the first choice is paused and the caller asked to hold for it
+    /// (`CapacityOp::Admit::hold_first_ms`): `next_expiry` is the pause's end.
+    Full {
+        next_expiry: Option<u64>,
+        held: bool,
+    },
     /// What [`Capacity::apply`] decided.
     Applied(Decided),
     /// The store could not be asked (a caller without a store, or a bad provider name).
@@ -116,6 +125,7 @@ pub fn apply_op(
             ttl_ms,
             choices,
             release,
+            hold_first_ms,
         } => {
             let mut changed = Vec::new();
             if let Some((provider, delta)) = release {
@@ -127,6 +137,7 @@ pub fn apply_op(
             }
             let mut next_expiry: Option<u64> = None;
             let mut reply = None;
+            let mut held_first = false;
             for (index, choice) in choices.iter().enumerate() {
                 let record = records.entry(choice.provider.clone()).or_default();
                 let before = record.clone();
@@ -138,6 +149,10 @@ pub fn apply_op(
                 // refused more, or the user capped it): a provider still in slow start is not
                 // full, only not yet trusted with more, and the user's preference waits for it.
                 let known = record.congested || choice.limits.cap.is_some();
+                let held = index == 0
+                    && *hold_first_ms > 0
+                    && record.paused_until > now
+                    && record.paused_until - now <= *hold_first_ms;
                 match admission {
                     Admission::Granted { limit, in_flight } => {
                         reply = Some(CapacityReply::Admitted {
@@ -151,6 +166,11 @@ pub fn apply_op(
                         if let Some(t) = t {
                             next_expiry = Some(next_expiry.map_or(t, |n| n.min(t)));
                         }
+                        if held {
+                            held_first = true;
+                            next_expiry = t;
+                            break;
+                        }
                         if !known {
                             break;
                         }
@@ -162,7 +182,10 @@ pub fn apply_op(
                 }
             }
             (
-                reply.unwrap_or(CapacityReply::Full { next_expiry }),
+                reply.unwrap_or(CapacityReply::Full {
+                    next_expiry,
+                    held: held_first,
+                }),
                 changed,
             )
         }
@@ -182,14 +205,27 @@ pub fn apply_op(
 
 impl CapacityReply {
     /// The reply with its times moved from the store's clock (`store_now`) to the caller's
-    /// (`caller_now`): when a full provider's first lease runs out, as the caller counts.
+    /// (`caller_now`): when a full provider's first lease runs out, or a back-off ends, as the
+    /// caller counts.
     pub fn on_caller_clock(self, store_now: u64, caller_now: u64) -> CapacityReply {
+        let moved = |t: u64| caller_now.saturating_add(t.saturating_sub(store_now));
         match self {
             CapacityReply::Full {
                 next_expiry: Some(t),
+                held,
             } => CapacityReply::Full {
-                next_expiry: Some(caller_now.saturating_add(t.saturating_sub(store_now))),
+                next_expiry: Some(moved(t)),
+                held,
             },
+            CapacityReply::Applied(Decided::Refused(Verdict::BackOff {
+                change,
+                until,
+                step,
+            })) => CapacityReply::Applied(Decided::Refused(Verdict::BackOff {
+                change,
+                until: moved(until),
+                step,
+            })),
             other => other,
         }
     }
@@ -251,6 +287,7 @@ mod tests {
             ttl_ms: DEFAULT_LEASE_TTL_MS,
             choices,
             release: None,
+            hold_first_ms: 0,
         }
     }
 
@@ -282,7 +319,8 @@ mod tests {
         assert_eq!(
             r,
             CapacityReply::Full {
-                next_expiry: Some(1000 + DEFAULT_LEASE_TTL_MS)
+                next_expiry: Some(1000 + DEFAULT_LEASE_TTL_MS),
+                held: false
             }
         );
         // An answer on `a` frees its slot: the next admission goes back to the first choice.
@@ -302,6 +340,82 @@ mod tests {
             "{r:?}"
         );
         assert_eq!(standing(&records, "b", choice("b", 2).limits, 2002), (2, 2));
+    }
+
+    /// `--prefer-primary`: a first choice paused for a short while is waited for, not gone
+    /// past; a pause longer than the caller holds for, or none, is gone past as before.
+    #[test]
+    fn a_paused_first_choice_is_held_for_when_asked() {
+        let mut records = BTreeMap::new();
+        let both = || vec![choice("a", 2), choice("b", 2)];
+        let a = records
+            .entry("a".to_string())
+            .or_insert_with(Capacity::default);
+        a.congested = true;
+        a.pause(1000, 5000);
+        let held = |ms| CapacityOp::Admit {
+            slot: "s".into(),
+            ttl_ms: DEFAULT_LEASE_TTL_MS,
+            choices: both(),
+            release: None,
+            hold_first_ms: ms,
+        };
+        let (r, _) = apply_op(&mut records.clone(), &held(5000), 1000);
+        assert_eq!(
+            r,
+            CapacityReply::Full {
+                next_expiry: Some(6000),
+                held: true
+            }
+        );
+        let (r, _) = apply_op(&mut records.clone(), &held(4999), 1000);
+        assert!(
+            matches!(r, CapacityReply::Admitted { index: 1, .. }),
+            "{r:?}"
+        );
+        let (r, _) = apply_op(&mut records.clone(), &held(0), 1000);
+        assert!(
+            matches!(r, CapacityReply::Admitted { index: 1, .. }),
+            "{r:?}"
+        );
+        // Once the pause is over the first choice is taken again.
+        let (r, _) = apply_op(&mut records, &held(5000), 6000);
+        assert!(
+            matches!(r, CapacityReply::Admitted { index: 0, .. }),
+            "{r:?}"
+        );
+    }
+
+    /// A back-off's end is the store's time: the caller gets it on its own clock, as a full
+    /// reply's next expiry (a store 5 s ahead must not make the run wait 5 s longer).
+    #[test]
+    fn a_back_off_end_is_moved_to_the_callers_clock() {
+        let change = crate::capacity::Change { from: 1, to: 1 };
+        let backoff = |until| {
+            CapacityReply::Applied(Decided::Refused(Verdict::BackOff {
+                change,
+                until,
+                step: 2,
+            }))
+        };
+        assert_eq!(
+            backoff(106_500).on_caller_clock(105_000, 100_000),
+            backoff(101_500)
+        );
+        assert_eq!(
+            CapacityReply::Full {
+                next_expiry: Some(10),
+                held: true
+            }
+            .on_caller_clock(1000, 500),
+            CapacityReply::Full {
+                next_expiry: Some(500),
+                held: true
+            },
+            "a time already past is now"
+        );
+        let slow = CapacityReply::Applied(Decided::Refused(Verdict::SlowDown(change)));
+        assert_eq!(slow.on_caller_clock(9, 1), slow);
     }
 
     #[test]
@@ -333,6 +447,7 @@ mod tests {
                 slot: "s2".into(),
                 limits: uncapped("a").limits,
                 pause_ms: 0,
+                jitter: 0,
             },
         };
         apply_op(&mut records, &refused, 2);
@@ -368,13 +483,14 @@ mod tests {
                 slot: "s".into(),
                 limits,
                 pause_ms: 0,
+                jitter: 0,
             },
         };
         let (r, changed) = apply_op(&mut records, &refused, 10);
         assert!(
             matches!(
                 r,
-                CapacityReply::Applied(Decided::Refused(Verdict::SlowDown(_)))
+                CapacityReply::Applied(Decided::Refused(Verdict::BackOff { step: 1, .. }))
             ),
             "{r:?}"
         );

@@ -133,6 +133,7 @@ fn deltas() -> impl Strategy<Value = Vec<CapacityDelta>> {
                         slot,
                         limits,
                         pause_ms: ttl_ms,
+                        jitter: 0,
                     },
                 }
             })
@@ -247,7 +248,7 @@ proptest! {
                 0 => { c.acquire(at, &slot, ttl, limits); }
                 1 => { c.renew(at, &slot, ttl); }
                 2 => { c.answered(at, &slot, limits); }
-                _ => { c.refused(at, &slot, limits); }
+                _ => { c.refused(at, &slot, limits, 0); }
             }
         }
         let gone = ttl.min(MAX_LEASE_TTL_MS).max(at + 1);

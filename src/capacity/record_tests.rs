@@ -127,13 +127,13 @@ fn a_signal_cuts_by_a_quarter_and_once_per_generation() {
     let mut c = learned(8, 0);
     assert_eq!(fill(&mut c, 0, JOBS8), 8);
     assert_eq!(
-        c.refused(10, "s7", JOBS8),
+        c.refused(10, "s7", JOBS8, 0),
         Verdict::SlowDown(Change { from: 8, to: 6 })
     );
     assert_eq!(c.refused_at, 8);
     // s6 was admitted under 8 and refused with 7 in flight, more than 6: no second cut.
     assert_eq!(
-        c.refused(11, "s6", JOBS8),
+        c.refused(11, "s6", JOBS8, 0),
         Verdict::SlowDown(Change { from: 6, to: 6 })
     );
     assert_eq!(c.in_flight(11), 6);
@@ -146,8 +146,8 @@ fn an_initial_burst_settles_on_the_true_cap_without_cascading_halvings() {
     assert_eq!(fill(&mut c, 0, JOBS8), 8);
     let limits: Vec<u32> = (2..8)
         .rev()
-        .map(|i| match c.refused(1, &format!("s{i}"), JOBS8) {
-            Verdict::SlowDown(ch) => ch.to,
+        .map(|i| match c.refused(1, &format!("s{i}"), JOBS8, 0) {
+            Verdict::SlowDown(ch) | Verdict::BackOff { change: ch, .. } => ch.to,
             Verdict::RateLimited => 0,
         })
         .collect();
@@ -163,13 +163,17 @@ fn cuts_never_go_below_one() {
     let mut c = learned(1, 0);
     assert!(granted(&mut c, 0, "a", JOBS8));
     assert_eq!(
-        c.refused(1, "a", JOBS8),
-        Verdict::SlowDown(Change { from: 1, to: 1 })
+        c.refused(1, "a", JOBS8, 0),
+        Verdict::BackOff {
+            change: Change { from: 1, to: 1 },
+            until: 1 + super::backoff::delay_ms(1, 0),
+            step: 1
+        }
     );
     let mut c = learned(2, 0);
     assert_eq!(fill(&mut c, 0, JOBS8), 2);
     assert_eq!(
-        c.refused(1, "s1", JOBS8),
+        c.refused(1, "s1", JOBS8, 0),
         Verdict::SlowDown(Change { from: 2, to: 1 })
     );
 }
@@ -181,7 +185,7 @@ fn a_signal_on_an_unknown_slot_counts_it_in_flight_but_does_not_cut_by_a_quarter
     c.release(0, "s3");
     // Its lease expired or the store was reset: 4 in flight with it, within the limit of 4.
     assert_eq!(
-        c.refused(1, "gone", JOBS8),
+        c.refused(1, "gone", JOBS8, 0),
         Verdict::SlowDown(Change { from: 4, to: 3 })
     );
 }
@@ -202,7 +206,7 @@ fn probing_the_refused_level_waits_and_backs_off() {
     // The probe is refused at 3 in flight: back to 2, and the next one waits twice as long.
     assert_eq!(fill(&mut c, t, JOBS8), 3);
     assert_eq!(
-        c.refused(t, "s2", JOBS8),
+        c.refused(t, "s2", JOBS8, 0),
         Verdict::SlowDown(Change { from: 3, to: 2 })
     );
     assert_eq!(c.failed_probes, 1);
@@ -251,26 +255,79 @@ fn below_the_refused_level_the_limit_recovers_one_per_window() {
     );
 }
 
+/// Refusals at one request in flight are others' load: each pauses the provider for a growing,
+/// jittered back-off (nobody is granted a slot meanwhile); the one after a back-off at its
+/// limit is a rate limit.
 #[test]
-fn three_refusals_in_a_row_at_one_mean_rate_limited() {
+fn refusals_in_a_row_at_one_back_off_then_mean_rate_limited() {
+    use super::backoff::{STEPS, delay_ms};
     let mut c = learned(1, 0);
-    let refuse = |c: &mut Capacity, t: u64| {
+    let mut t = 0;
+    let mut refuse = |c: &mut Capacity, jitter: u64| {
+        // Granted once the previous back-off is over, not before.
+        if c.paused_until > t {
+            assert!(!c.has_free_slot(c.paused_until - 1, JOBS8));
+            t = c.paused_until;
+        }
         assert!(granted(c, t, "a", JOBS8));
-        c.refused(t, "a", JOBS8)
+        (t, c.refused(t, "a", JOBS8, jitter))
     };
-    assert!(matches!(refuse(&mut c, 0), Verdict::SlowDown(_)));
-    assert!(matches!(refuse(&mut c, 1), Verdict::SlowDown(_)));
-    // A clean answer in between starts the count again.
-    assert!(granted(&mut c, 2, "a", JOBS8));
-    c.answered(2, "a", JOBS8);
-    assert!(matches!(refuse(&mut c, 3), Verdict::SlowDown(_)));
-    assert!(matches!(refuse(&mut c, 4), Verdict::SlowDown(_)));
-    assert_eq!(refuse(&mut c, 5), Verdict::RateLimited);
+    let (at, v) = refuse(&mut c, 7);
     assert_eq!(
-        refuse(&mut c, 6),
+        v,
+        Verdict::BackOff {
+            change: Change { from: 1, to: 1 },
+            until: at + delay_ms(1, 7),
+            step: 1
+        }
+    );
+    // A clean answer in between starts the count again.
+    let resumed = c.paused_until;
+    assert!(granted(&mut c, resumed, "a", JOBS8));
+    c.answered(resumed, "a", JOBS8);
+    let mut steps = Vec::new();
+    for _ in 0..STEPS {
+        let (at, v) = refuse(&mut c, 7);
+        let Verdict::BackOff { until, step, .. } = v else {
+            panic!("{v:?}")
+        };
+        assert_eq!(until, at + delay_ms(step, 7));
+        steps.push(step);
+    }
+    assert_eq!(steps, [1, 2, 3, 4, 5]);
+    assert_eq!(refuse(&mut c, 7).1, Verdict::RateLimited);
+    assert_eq!(
+        refuse(&mut c, 7).1,
         Verdict::RateLimited,
         "a failed probe too"
     );
+}
+
+/// A stated pause longer than the back-off wins; a shorter one does not shorten it.
+#[test]
+fn a_stated_pause_and_a_back_off_take_the_longer() {
+    for (stated, expect) in [(0, 529), (200, 529), (5000, 5000)] {
+        let mut c = learned(1, 0);
+        assert!(granted(&mut c, 0, "a", JOBS8));
+        let out = c.apply(&CapacityDelta::Refused {
+            at: 0,
+            slot: "a".into(),
+            limits: JOBS8,
+            pause_ms: stated,
+            jitter: 1,
+        });
+        assert_eq!(super::backoff::delay_ms(1, 1), 529);
+        assert_eq!(
+            out,
+            Decided::Refused(Verdict::BackOff {
+                change: Change { from: 1, to: 1 },
+                until: expect,
+                step: 1
+            }),
+            "stated {stated}"
+        );
+        assert_eq!(c.next_expiry(1), Some(expect));
+    }
 }
 
 #[test]
@@ -280,7 +337,7 @@ fn refusals_with_others_in_flight_are_not_refusals_at_one() {
         assert!(granted(&mut c, t, "a", JOBS8));
         // Restored past the limit if need be: two in flight at every refusal.
         c.renew(t, "b", TTL);
-        c.refused(t, "b", JOBS8);
+        c.refused(t, "b", JOBS8, 0);
         c.release(t, "a");
     }
     assert_eq!(c.refusals_at_one, 0);

@@ -2,7 +2,7 @@
 
 use super::{
     Capacity, Change, DECREASE_DEN, DECREASE_NUM, Limits, MAX_PROBE_BACKOFF, PROBE_ANSWERS,
-    PROBE_WINDOWS, REFUSALS_AT_ONE, Verdict, count,
+    PROBE_WINDOWS, Verdict, backoff, count,
 };
 
 impl Capacity {
@@ -39,8 +39,10 @@ impl Capacity {
         }
     }
 
-    /// The capacity signal on `slot` gives the slot back and cuts or bounds the limit.
-    pub fn refused(&mut self, now: u64, slot: &str, limits: Limits) -> Verdict {
+    /// The capacity signal on `slot` gives the slot back and cuts or bounds the limit; with
+    /// no other request in flight it pauses the provider for a back-off placed by `jitter`
+    /// (see [`backoff`]), or, once the back-off has grown to its limit, calls it a rate limit.
+    pub fn refused(&mut self, now: u64, slot: &str, limits: Limits, jitter: u64) -> Verdict {
         self.tidy(now);
         let from = self.effective(limits);
         // What the provider saw: every live lease, this one included.
@@ -76,13 +78,24 @@ impl Capacity {
                 self.set_limit(bound);
             }
         }
-        if self.refusals_at_one >= REFUSALS_AT_ONE {
-            return Verdict::RateLimited;
-        }
-        Verdict::SlowDown(Change {
+        let change = Change {
             from,
             to: self.effective(limits),
-        })
+        };
+        if n > 1 {
+            return Verdict::SlowDown(change);
+        }
+        // Nothing of ours explains it: other clients use the key. Leave it alone for a while.
+        let step = self.refusals_at_one;
+        if backoff::rate_limited(step) {
+            return Verdict::RateLimited;
+        }
+        self.pause(now, backoff::delay_ms(step, jitter));
+        Verdict::BackOff {
+            change,
+            until: self.paused_until.max(now),
+            step,
+        }
     }
 
     /// The learned limit, or this caller's start while nothing is learned. Before any cut

@@ -228,7 +228,7 @@ impl World<'_> {
                 let limits = self.limits(self.workers[worker].group, provider);
                 self.report.rejected += 1;
                 self.workers[worker].busy = false;
-                let verdict = self.records[provider].refused(t, &Self::slot(worker), limits);
+                let verdict = self.records[provider].refused(t, &Self::slot(worker), limits, 0);
                 if verdict == Verdict::RateLimited {
                     // The breaker opens: nobody sends to this provider again in this batch.
                     self.report.rate_limited += 1;

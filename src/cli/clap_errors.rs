@@ -57,6 +57,12 @@ pub(super) fn clap_error(e: &clap::Error) -> Option<String> {
                     format!("--timeout-ms must be a positive integer (got '{value}')")
                 }
                 "--jobs" => format!("--jobs must be a whole number from 1 to 256 (got '{value}')"),
+                "--max-wait" | "--prefer-primary" => {
+                    match crate::settings::parse_duration(&value) {
+                        Err(why) => format!("{name} {why}"),
+                        Ok(_) => format!("invalid value '{value}' for {name}"),
+                    }
+                }
                 "--task-complexity" => format!(
                     "invalid value '{value}' for --task-complexity (expected {})",
                     Complexity::VALUES.join(", ")

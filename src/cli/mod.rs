@@ -173,6 +173,14 @@ pub struct Cli {
     #[arg(long)]
     pub no_wait: bool,
 
+    /// The most one run or job may wait in all — for breakers, stated resets, capacity slots, a busy key's back-off — e.g. 30s; then it fails (exit 1) (overrides CCSWITCH_MAX_WAIT)
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg, allow_hyphen_values = true)]
+    pub max_wait: Option<std::time::Duration>,
+
+    /// Wait up to DURATION for the primary model when its provider states when its limit resets (or pauses it for capacity), instead of going to the backups, e.g. 10m (overrides CCSWITCH_PREFER_PRIMARY)
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg, allow_hyphen_values = true)]
+    pub prefer_primary: Option<std::time::Duration>,
+
     /// Spend cap: once this run's recorded cost reaches COST no new job or attempt starts (exit 3); PROVIDER=COST caps one provider (skipped once reached). Repeatable, comma-separated
     #[arg(long, value_name = "[PROVIDER=]COST", allow_hyphen_values = true, action = ArgAction::Append)]
     pub max_cost: Vec<String>,
@@ -384,6 +392,10 @@ pub struct Invocation {
     pub max_inflight: Option<std::collections::BTreeMap<String, u32>>,
     /// `--max-cost`: this process's spend caps (none when not given).
     pub budget: crate::budget::Caps,
+    /// `--max-wait`, when given (it replaces `CCSWITCH_MAX_WAIT`).
+    pub max_wait: Option<std::time::Duration>,
+    /// `--prefer-primary`, when given (it replaces `CCSWITCH_PREFER_PRIMARY`).
+    pub prefer_primary: Option<std::time::Duration>,
     /// `--output-schema`: the answers must validate against this schema file.
     pub output_schema: Option<PathBuf>,
     pub mode: Mode,
@@ -474,6 +486,10 @@ fn parse_jobs(s: &str) -> Result<usize, String> {
         Some(n) if (1..=256).contains(&n) => Ok(n),
         _ => Err("must be a whole number from 1 to 256".to_string()),
     }
+}
+
+fn parse_duration_arg(s: &str) -> Result<std::time::Duration, String> {
+    settings::parse_duration(s)
 }
 
 fn parse_positive_ms(s: &str) -> Result<u64, String> {
@@ -818,6 +834,8 @@ impl Cli {
             health_url,
             max_inflight,
             budget,
+            max_wait: self.max_wait,
+            prefer_primary: self.prefer_primary,
             output_schema,
             mode,
         })

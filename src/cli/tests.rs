@@ -81,6 +81,36 @@ fn timeout_must_be_a_positive_integer() {
 }
 
 #[test]
+fn wait_bounds_are_durations() {
+    use std::time::Duration;
+    let inv = run(&["--max-wait", "30s", "--prefer-primary=10m", "hi"]).unwrap();
+    assert_eq!(inv.max_wait, Some(Duration::from_secs(30)));
+    assert_eq!(inv.prefer_primary, Some(Duration::from_secs(600)));
+    let inv = run(&["hi"]).unwrap();
+    assert_eq!((inv.max_wait, inv.prefer_primary), (None, None));
+    // The last one given wins, as for every value flag.
+    let inv = run(&["--max-wait", "5m", "--max-wait", "0", "hi"]).unwrap();
+    assert_eq!(inv.max_wait, Some(Duration::ZERO));
+    assert_eq!(
+        run(&["--max-wait", "30", "hi"]).unwrap_err(),
+        "--max-wait expects a duration such as 30s, 10m or 1h30m (units d, h, m, s, ms; got '30')"
+    );
+    assert_eq!(
+        run(&["--prefer-primary", "-1m", "hi"]).unwrap_err(),
+        "--prefer-primary expects a duration such as 30s, 10m or 1h30m (units d, h, m, s, ms; \
+         got '-1m')"
+    );
+    assert_eq!(
+        run(&["--prefer-primary", "30d", "hi"]).unwrap_err(),
+        "--prefer-primary is longer than a week (7d), the longest wait taken"
+    );
+    assert_eq!(
+        run(&["hi", "--max-wait"]).unwrap_err(),
+        "--max-wait requires a value"
+    );
+}
+
+#[test]
 fn forwarded_values_are_checked() {
     let inv = run(&[
         "--provider",

@@ -122,6 +122,9 @@ pub enum Exhaustion {
     RoundWindow { limit_ms: u64 },
     /// The run was interrupted while a failure was being judged.
     Interrupted,
+    /// The run waited all `--max-wait` allows (or would have had to wait longer for what it
+    /// waited for) and ends with the failure it waited out.
+    MaxWait { limit_ms: u64 },
 }
 
 impl std::fmt::Display for Exhaustion {
@@ -135,6 +138,11 @@ impl std::fmt::Display for Exhaustion {
                 write!(f, "the failover round window of {limit_ms} ms ran out")
             }
             Exhaustion::Interrupted => f.write_str("interrupted"),
+            Exhaustion::MaxWait { limit_ms } => write!(
+                f,
+                "no candidate is usable within --max-wait {}",
+                super::reopen::human_ms(*limit_ms)
+            ),
         }
     }
 }

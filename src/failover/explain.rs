@@ -27,6 +27,8 @@ pub struct Explanation {
     pub deadline_ms: Option<u64>,
     /// Whether a run that finds every candidate cooling would wait for one to reopen.
     pub wait: bool,
+    /// How the run would wait: `--max-wait`, `--prefer-primary`, a busy key's back-off.
+    pub waiting: Waiting,
     /// Estimated size of the request, for the context-window check.
     pub input_tokens_estimate: u64,
     pub images: usize,
@@ -36,6 +38,22 @@ pub struct Explanation {
     pub excluded: Vec<Excluded>,
     /// The cooldowns a failure would open, per class ([`cooldowns`]).
     pub cooldowns: Vec<Cooldown>,
+}
+
+/// What `--explain` says about waiting (issue 32).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Waiting {
+    /// `--max-wait`: the most the run would wait in all (`None`: up to the deadline).
+    pub max_wait_ms: Option<u64>,
+    /// `--prefer-primary`: how far ahead a primary's stated reset may lie to be waited for.
+    pub prefer_primary_ms: Option<u64>,
+    /// With `--prefer-primary`: what the run would do about its primary now, in a sentence.
+    pub primary: Option<String>,
+    /// A busy key's back-off: the first and the longest single wait, and the most in all
+    /// before the provider counts as rate-limited.
+    pub busy_backoff_first_ms: u64,
+    pub busy_backoff_limit_ms: u64,
+    pub busy_backoff_total_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -10,6 +10,7 @@ pub mod reopen;
 mod state;
 pub mod stated;
 pub mod tokens;
+pub mod waiting;
 
 pub use ending::{Exhaustion, Fatal, SetupProblem};
 pub use machine::{

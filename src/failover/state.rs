@@ -40,6 +40,11 @@ pub struct Config {
     pub max_inflight: std::collections::BTreeMap<String, u32>,
     /// `--max-cost`: the process's spend caps (the spend comes in as `Input::Spend`).
     pub budget: crate::budget::Caps,
+    /// `--max-wait`: the most one run waits in all (see `failover::waiting`).
+    pub max_wait: Option<Duration>,
+    /// `--prefer-primary`: how far ahead the primary's stated reset or capacity pause may lie
+    /// for the run to wait for it instead of failing over.
+    pub prefer_primary: Option<Duration>,
 }
 
 /// Per-run options (batch mode runs many on one Pi).
@@ -413,13 +418,16 @@ pub(super) enum Phase {
     /// A failure was judged while Pi still runs (auto-retry backoff or our abort): act once
     /// Pi settles.
     Settling,
-    /// Every candidate is cooling down: wait until `until`, re-reading health meanwhile (on
-    /// `Timer::WaitCheck`).
+    /// Every candidate is cooling down (or, with `--prefer-primary`, the primary will be back
+    /// soon): wait until `until`, re-reading health meanwhile (on `Timer::WaitCheck`).
     Waiting {
         mode: Redispatch,
         until: Instant,
         /// Waiting for a stated reset: not before this (the run's place in the spread).
         not_before: Option<Instant>,
+        /// Waiting for the primary (`--prefer-primary`): it is the model taken when it is
+        /// usable again, rather than the best candidate.
+        primary: bool,
     },
     Done,
 }
@@ -434,5 +442,9 @@ pub(super) enum Plan {
     /// The run's slot lapsed while it could not renew it (stopped, SIGSTOP, or starved past
     /// the lease's TTL): take a slot again, then send the request again.
     Retake,
+    /// `--prefer-primary`: the primary failed (with this class) and stated a reset within the
+    /// window: wait for it instead of failing over (unless that is no longer so once Pi
+    /// settles).
+    AwaitPrimary(FailureClass),
     Exhaust(super::Exhaustion),
 }

@@ -97,6 +97,11 @@ pub struct Ended {
     pub elapsed_ms: u64,
     /// How long the job waited for a capacity slot (its providers were at their limits).
     pub capacity_wait_ms: u64,
+    /// How long the job waited in all: for breakers, stated resets, capacity slots and busy
+    /// keys' back-off (`--max-wait` bounds it).
+    pub wait_ms: u64,
+    /// Of which for its primary (`--prefer-primary`).
+    pub primary_wait_ms: u64,
     /// The model the run started from (`provider/id`), once it chose one.
     pub start_model: Option<String>,
     /// SHA-256 of each attachment, in order, when they were read.
@@ -115,6 +120,8 @@ impl Ended {
             tried: Vec::new(),
             elapsed_ms: 0,
             capacity_wait_ms: 0,
+            wait_ms: 0,
+            primary_wait_ms: 0,
             start_model: None,
             digests: Vec::new(),
             content_hash: None,

@@ -150,6 +150,8 @@ pub fn failover_config(
         wait: inv.wait.unwrap_or(wait_default),
         max_inflight: max_inflight(settings, inv),
         budget: inv.budget.clone(),
+        max_wait: inv.max_wait.or(settings.max_wait),
+        prefer_primary: inv.prefer_primary.or(settings.prefer_primary),
     }
 }
 

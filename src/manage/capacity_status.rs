@@ -146,6 +146,7 @@ mod tests {
             slot: "b".into(),
             limits,
             pause_ms: 0,
+            jitter: 0,
         });
         let records = BTreeMap::from([("zhipu".to_string(), r)]);
         let caps = BTreeMap::from([("dashscope".to_string(), 2)]);

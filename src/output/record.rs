@@ -35,6 +35,10 @@ pub struct ResultRecord {
     pub switches: u32,
     pub elapsed_ms: u64,
     pub capacity_wait_ms: u64,
+    /// Waited in all: for breakers, stated resets, capacity slots, busy keys' back-off.
+    pub wait_ms: u64,
+    /// Of which for the primary (`--prefer-primary`).
+    pub primary_wait_ms: u64,
     /// Of the attempt that answered.
     pub usage: UsageRecord,
     /// Of every attempt that did not.
@@ -230,6 +234,8 @@ impl ResultRecord {
             switches: ended.switches,
             elapsed_ms: ended.elapsed_ms,
             capacity_wait_ms: ended.capacity_wait_ms,
+            wait_ms: ended.wait_ms,
+            primary_wait_ms: ended.primary_wait_ms,
             usage: UsageRecord::from(&ended.answer_usage()),
             failed_usage: UsageRecord::from(&ended.failed_usage()),
             exit_code: exit.code(),
@@ -260,6 +266,8 @@ impl ResultRecord {
             switches: 0,
             elapsed_ms: 0,
             capacity_wait_ms: 0,
+            wait_ms: 0,
+            primary_wait_ms: 0,
             usage: none,
             failed_usage: none,
             exit_code: exit.code(),
@@ -306,7 +314,7 @@ mod tests {
     }
 
     /// The single-run key set, in the order printed.
-    const SINGLE_KEYS: [&str; 18] = [
+    const SINGLE_KEYS: [&str; 20] = [
         "ok",
         "answer",
         "structured_output",
@@ -318,6 +326,8 @@ mod tests {
         "switches",
         "elapsed_ms",
         "capacity_wait_ms",
+        "wait_ms",
+        "primary_wait_ms",
         "usage",
         "failed_usage",
         "exit_code",

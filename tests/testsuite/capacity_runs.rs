@@ -104,7 +104,9 @@ fn a_capacity_signal_with_another_candidate_goes_there(v: &str) {
     assert_eq!(j["attempts"][0]["capacity_signal"], true, "{}", out.dump());
     assert_eq!(env.llm.requests_to("a", "m").len(), 1);
     assert_eq!(env.llm.requests_to("b", "m").len(), 1);
-    // A capacity signal opens no breaker: the next run starts on glm again.
+    // A capacity signal opens no breaker: the next run starts on glm again — once the busy
+    // key's first back-off (1 s at most: the refusal came with nothing else in flight) is over.
+    std::thread::sleep(std::time::Duration::from_millis(1000));
     let again = env.run(args(&["hi"]));
     again.assert_success().assert_answer(DEFAULT_TEXT);
     assert_eq!(env.llm.requests_to("a", "m").len(), 2, "{}", again.dump());

@@ -34,3 +34,4 @@ mod runner;
 mod schema;
 mod security;
 mod truncation;
+mod waiting;

@@ -14,7 +14,7 @@ use crate::support::batch::*;
 use crate::support::*;
 
 /// A single run's record, as README documents it.
-const RUN_KEYS: [&str; 18] = [
+const RUN_KEYS: [&str; 20] = [
     "ok",
     "answer",
     "structured_output",
@@ -26,6 +26,8 @@ const RUN_KEYS: [&str; 18] = [
     "switches",
     "elapsed_ms",
     "capacity_wait_ms",
+    "wait_ms",
+    "primary_wait_ms",
     "usage",
     "failed_usage",
     "exit_code",

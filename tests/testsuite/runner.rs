@@ -285,12 +285,14 @@ fn json_schema_is_pinned() {
             "ok",
             "partial",
             "permanent",
+            "primary_wait_ms",
             "rejected_answer",
             "retry",
             "schema_errors",
             "structured_output",
             "switches",
             "usage",
+            "wait_ms",
             "warnings"
         ]
     );

@@ -37,6 +37,12 @@ impl Machine {
     ) {
         self.timers.stop(Timer::SlotRenew);
         let release = self.slot.release_for_admission(now.wall_ms);
+        // `--prefer-primary`: a short capacity pause of the primary is waited for, not gone past.
+        let hold_first_ms = if self.is_primary(&wanted) {
+            self.primary_hold_ms(now)
+        } else {
+            0
+        };
         let choices = self.admission_choices(now, wanted);
         let id = self.slot.next_id();
         let op = CapacityOp::Admit {
@@ -44,6 +50,7 @@ impl Machine {
             ttl_ms: self.slot.ttl_ms(),
             choices: self.slot.choices(&choices),
             release,
+            hold_first_ms,
         };
         self.ask_admission(now, id, op, choices, mode, reason);
     }
@@ -219,10 +226,11 @@ impl Machine {
                 );
                 index
             }
-            CapacityReply::Full { next_expiry } => {
+            CapacityReply::Full { next_expiry, held } => {
                 let Some(preferred) = choices.into_iter().next() else {
                     return;
                 };
+                self.slot.set_held_first(held);
                 if self.slot.full(now.instant) {
                     self.note(
                         Note::Detail,
@@ -376,9 +384,11 @@ impl Machine {
         });
         self.timers.stop(Timer::SlotRenew);
         let pause_ms = self.slot.take_pause();
+        // Different per run (the seed) and per refusal (the attempts so far).
+        let jitter = self.opts.spread_seed ^ (self.tally.attempts().len() as u64).rotate_left(32);
         let Some((provider, delta)) = self
             .slot
-            .give_back(Ending::Refused { pause_ms }, now.wall_ms)
+            .give_back(Ending::Refused { pause_ms, jitter }, now.wall_ms)
         else {
             // No slot after all: an ordinary rate limit.
             return self.as_rate_limit(now, model, mode, verdict, &error);
@@ -411,6 +421,9 @@ impl Machine {
             CapacityReply::Applied(Decided::Refused(Verdict::RateLimited)) => {
                 self.as_rate_limit(now, model, mode, verdict, error)
             }
+            CapacityReply::Applied(Decided::Refused(Verdict::BackOff { until, step, .. })) => {
+                self.busy(now, model, mode, until, step)
+            }
             CapacityReply::Applied(Decided::Refused(Verdict::SlowDown(change))) => {
                 if change.to != change.from {
                     self.note(
@@ -431,7 +444,7 @@ impl Machine {
     /// After a capacity signal on `refused`: the request goes to the next candidate with room;
     /// when none has any, it waits for a slot (on `refused` or any other), never straight
     /// back to the provider that just refused it.
-    fn admit_elsewhere(&mut self, now: Now, refused: ModelInfo, mode: Redispatch) {
+    pub(super) fn admit_elsewhere(&mut self, now: Now, refused: ModelInfo, mode: Redispatch) {
         let reason = SwitchReason::Failure(FailureClass::RateLimit);
         let others: Vec<ModelInfo> = self
             .admission_choices(now, refused.clone())
@@ -439,8 +452,20 @@ impl Machine {
             .filter(|m| m.provider != refused.provider)
             .collect();
         if others.is_empty() {
+            // A busy key's back-off: asked again when it ends — if the bounds allow the wait.
+            let mut check = now.instant + SLOT_POLL;
+            if let Some((_, until)) = self
+                .slot
+                .backoff(now.wall_ms)
+                .filter(|(p, _)| *p == refused.provider)
+            {
+                if self.may_wait_until(now, until).is_err() {
+                    return;
+                }
+                check = now.instant + Duration::from_millis(until.saturating_sub(now.wall_ms));
+            }
             self.slot.full(now.instant);
-            self.timers.set(Timer::SlotCheck, now.instant + SLOT_POLL);
+            self.timers.set(Timer::SlotCheck, check);
             self.phase = Phase::AwaitingSlot {
                 preferred: refused,
                 mode,
@@ -454,6 +479,7 @@ impl Machine {
             ttl_ms: self.slot.ttl_ms(),
             choices: self.slot.choices(&others),
             release: self.slot.take_deferred(),
+            hold_first_ms: 0,
         };
         // When every other candidate is full too, the wait that follows includes `refused`:
         // whichever frees a slot first takes the request.

@@ -16,6 +16,7 @@ use crate::failover::classify::{Classification, FailureClass};
 use crate::failover::ending::{Exhaustion, Fatal};
 use crate::failover::reopen::{self, Availability, Blocker, RetryHint, human_ms};
 use crate::failover::stated::{self, Stated};
+use crate::failover::waiting::Bound;
 use crate::health::cooldown::stated_spread_ms;
 use crate::health::{Delta, Keys, StatedReset};
 use crate::timefmt::local_and_utc;
@@ -57,6 +58,9 @@ impl Machine {
         }
         if self.round_expired(now) {
             return Plan::Exhaust(self.round_expired_reason());
+        }
+        if self.should_await_primary(now, current) {
+            return Plan::AwaitPrimary(class);
         }
         // A one-off 5xx gets one immediate retry on the same model.
         let is_5xx = class == FailureClass::Endpoint
@@ -108,6 +112,11 @@ impl Machine {
             }
             Plan::Switch(model, reason) => self.go_to(now, model, mode, reason),
             Plan::SlowDown => self.refuse(now, mode),
+            Plan::AwaitPrimary(class) => {
+                if !self.wait_for_primary(now, mode) {
+                    self.choose_and_switch(now, mode, SwitchReason::Failure(class));
+                }
+            }
             Plan::Retake => self.retake(now, mode),
             Plan::Exhaust(_) if self.attempt.empty_answer() => {
                 self.finish(now, Outcome::EmptyAnswer)
@@ -323,7 +332,7 @@ impl Machine {
     /// The pool without what can never take this request in this run: wrong modality, too
     /// small a context window, an avoided family, a provider over its spend cap. Breakers and
     /// the round's bookkeeping are not looked at.
-    fn static_candidates(&self) -> Vec<ModelInfo> {
+    pub(super) fn static_candidates(&self) -> Vec<ModelInfo> {
         let mut models = self.fitting_models();
         models.retain(|m| !self.budget.capped(&m.provider));
         models
@@ -384,8 +393,13 @@ impl Machine {
         };
         let wait = Duration::from_millis(at_ms.saturating_sub(now.wall_ms));
         let until = now.instant + wait;
-        if until >= deadline {
-            return false;
+        match self.wait_rules().may_wait(&self.waited, now.instant, until) {
+            Ok(()) => {}
+            Err(Bound::Deadline) => return false,
+            Err(Bound::MaxWait) => {
+                self.exhaust(now, self.max_wait_exhaustion());
+                return true;
+            }
         }
         // Nothing is sent while waiting: a slot given up goes back now, not with an admission.
         self.give_back_slot(now, super::slot::Ending::Released);
@@ -419,6 +433,7 @@ impl Machine {
             mode,
             until,
             not_before,
+            primary: false,
         };
         self.timers
             .set(Timer::WaitCheck, until.min(now.instant + WAIT_POLL));
@@ -430,7 +445,10 @@ impl Machine {
     /// goes on — or ends the run when nothing will reopen in time.
     pub(super) fn wake(&mut self, now: Now) {
         let Phase::Waiting {
-            mode, not_before, ..
+            mode,
+            not_before,
+            primary,
+            ..
         } = self.phase
         else {
             return;
@@ -441,6 +459,9 @@ impl Machine {
             // Not yet this run's place in the spread after a stated reset.
             self.timers
                 .set(Timer::WaitCheck, t.min(now.instant + WAIT_POLL));
+            return;
+        }
+        if primary && self.wake_for_primary(now, mode) {
             return;
         }
         self.round = Round::default();
@@ -500,7 +521,10 @@ impl Machine {
     }
 
     fn retry_hint(&self, now: Now, reason: &Exhaustion) -> RetryHint {
-        if !matches!(reason, Exhaustion::NoCandidate | Exhaustion::NoImageModel) {
+        if !matches!(
+            reason,
+            Exhaustion::NoCandidate | Exhaustion::NoImageModel | Exhaustion::MaxWait { .. }
+        ) {
             // The round window ran out while providers kept failing: an outage, by definition
             // temporary.
             return RetryHint {
@@ -525,6 +549,10 @@ impl Machine {
                 retry_after_ms: None,
                 reason: format!("{why}; retrying will not help"),
             };
+        }
+        // A busy key's back-off still running: its provider is what the run was waiting on.
+        if let Some(hint) = self.busy_hint(now) {
+            return hint;
         }
         // (ms from now, the model, the provider and the reset it stated for that model's wait)
         let mut soonest: Option<(u64, String, Option<StatedBy>)> = None;

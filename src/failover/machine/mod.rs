@@ -89,6 +89,7 @@ mod slot;
 mod start;
 mod tally;
 mod timers;
+mod waits;
 mod watch;
 mod wire;
 
@@ -140,6 +141,8 @@ pub struct Machine {
     /// The decision taken on Pi's auto-retry, carried out once Pi settles.
     plan: Option<Plan>,
     interrupted: bool,
+    /// How long the run has waited, and for what (see `waits.rs`).
+    waited: crate::failover::waiting::Waited,
     /// The running attempt's watchdogs and what it measured of its pace (`watch.rs`).
     pacing: Option<pacing::Pacing>,
     /// What cut the attempt being judged, when a watchdog did.
@@ -191,6 +194,7 @@ impl Machine {
             phase: Phase::Starting,
             plan: None,
             interrupted: false,
+            waited: Default::default(),
             pacing: None,
             cut: None,
         };
@@ -318,6 +322,7 @@ impl Machine {
             Input::Timeout => self.on_timeout(now),
             Input::AnswerChecked(verdict) => self.on_answer_checked(now, verdict),
         }
+        self.track_wait(now);
     }
 
     /// The store's health for the start of the run (see `Options::health_pending`).
@@ -439,6 +444,9 @@ impl Machine {
         if self.timers.expired(Timer::SlotGrace, now.instant) {
             self.admission_overdue(now);
         }
+        if self.timers.expired(Timer::WaitBound, now.instant) {
+            return self.wait_bound_reached(now);
+        }
         if self.timers.expired(Timer::PaceCheck, now.instant) {
             self.check_pace(now);
         }
@@ -484,6 +492,8 @@ impl Machine {
         };
         if granted {
             self.shared.hold_lease(target);
+            // A breaker's probe is one request: a failure reopens the breaker, no retry.
+            self.round.probing(&model.key());
             // Another of the model's breakers may be half-open too.
             self.go_to(now, model, mode, reason);
         } else {
@@ -493,6 +503,9 @@ impl Machine {
             );
             // Our cached health may not show the other run's lease yet.
             self.shared.note_foreign_lease(&target, now.wall_ms);
+            if self.is_primary(&model) && self.wait_for_primary(now, mode) {
+                return;
+            }
             self.round.mark_tried(model.key());
             self.choose_and_switch(now, mode, reason);
         }
@@ -689,6 +702,14 @@ impl Machine {
             }
             exhaust @ Plan::Exhaust(_) if self.budget_forbids_retry(&current) => {
                 // Nowhere else to go, and no budget for another request there.
+                self.plan = Some(exhaust);
+                self.phase = Phase::Settling;
+                self.send(now, Command::AbortRetry, Tag::AbortRetry);
+            }
+            exhaust @ Plan::Exhaust(_) if self.shared.blocked(&current, now.wall_ms).is_some() => {
+                // Its breaker is open: the next request to it is the breaker's probe, once it
+                // reopens (waited for, or not), not Pi's 2/4/8 s retries at an endpoint that
+                // is down (issue 32: 15 attempts at one dead endpoint in one job).
                 self.plan = Some(exhaust);
                 self.phase = Phase::Settling;
                 self.send(now, Command::AbortRetry, Tag::AbortRetry);

@@ -65,6 +65,12 @@ impl Round {
         first
     }
 
+    /// `model` is being probed (its breaker's one request after the cooldown): it gets no
+    /// same-model retry this round.
+    pub(super) fn probing(&mut self, model: &str) {
+        self.retried_same.insert(model.to_string());
+    }
+
     /// An endpoint failure; after [`ISOLATE_AFTER`] of them the endpoint is left out.
     pub(super) fn endpoint_failed(&mut self, endpoint: &str) {
         let n = self

@@ -33,6 +33,12 @@ pub(super) struct SlotState {
     confirmed_at: Option<Instant>,
     /// When the latest admission was asked for.
     asked_at: Option<Instant>,
+    /// The provider a busy key's back-off leaves alone, and until when (wall ms): the last
+    /// capacity signal's verdict, for the wait and the retry hint.
+    backoff: Option<(String, u64)>,
+    /// The last full reply was the store holding for the first choice's pause
+    /// (`--prefer-primary`), not every choice being full.
+    held_first: bool,
 }
 
 /// How an attempt's slot is given back.
@@ -41,8 +47,8 @@ pub(super) enum Ending {
     /// A clean answer: evidence the limit works.
     Answered,
     /// A capacity signal: the limit is cut, and the provider gets nothing new for `pause_ms`
-    /// (0: it did not say how long).
-    Refused { pause_ms: u64 },
+    /// (0: it did not say how long); `jitter` places a back-off (see `capacity::backoff`).
+    Refused { pause_ms: u64, jitter: u64 },
     /// Anything else: no evidence either way.
     Released,
 }
@@ -61,6 +67,8 @@ impl SlotState {
             overdue: None,
             confirmed_at: None,
             asked_at: None,
+            backoff: None,
+            held_first: false,
         }
     }
 
@@ -97,6 +105,28 @@ impl SlotState {
 
     pub(super) fn take_pause(&mut self) -> u64 {
         std::mem::take(&mut self.pause_ms)
+    }
+
+    /// A busy key's back-off: `provider` is left alone until `until_ms` (wall).
+    pub(super) fn backed_off(&mut self, provider: &str, until_ms: u64) {
+        self.backoff = Some((provider.to_string(), until_ms));
+    }
+
+    /// The back-off still running at `now_ms`: the provider and when it ends (wall ms).
+    pub(super) fn backoff(&self, now_ms: u64) -> Option<(&str, u64)> {
+        self.backoff
+            .as_ref()
+            .filter(|(_, until)| *until > now_ms)
+            .map(|(p, until)| (p.as_str(), *until))
+    }
+
+    /// Whether the last full reply held for the first choice (see `held_first`).
+    pub(super) fn set_held_first(&mut self, held: bool) {
+        self.held_first = held;
+    }
+
+    pub(super) fn held_first(&self) -> bool {
+        self.held_first
     }
 
     /// Slots are taken at all (a run with a health store; not `--explain`, not unit tests
@@ -155,6 +185,7 @@ impl SlotState {
     /// A slot on `provider` was granted at `now` (ending a wait, if there was one).
     pub(super) fn granted(&mut self, provider: &str, now: Instant) {
         self.held = Some(provider.to_string());
+        self.held_first = false;
         self.confirmed_at = Some(now);
         if let Some(since) = self.waiting_since.take() {
             let ms = now.saturating_duration_since(since).as_millis();
@@ -195,11 +226,12 @@ impl SlotState {
         let limits = self.limits(&provider);
         let delta = match ending {
             Ending::Answered => CapacityDelta::Answered { at, slot, limits },
-            Ending::Refused { pause_ms } => CapacityDelta::Refused {
+            Ending::Refused { pause_ms, jitter } => CapacityDelta::Refused {
                 at,
                 slot,
                 limits,
                 pause_ms,
+                jitter,
             },
             Ending::Released => CapacityDelta::Release { at, slot },
         };

@@ -105,6 +105,10 @@ impl Machine {
             None => self.go_to(now, current, Redispatch::Initial, SwitchReason::Probe),
             Some(why) => {
                 self.note(Note::Start, format!("start: {} is {why}", current.key()));
+                // `--prefer-primary`: a primary back within the window is waited for.
+                if self.wait_for_primary(now, Redispatch::Initial) {
+                    return;
+                }
                 self.round.mark_tried(current.key());
                 let reason = if self.request.needs_images() && !current.accepts_images() {
                     SwitchReason::Modality
@@ -346,6 +350,7 @@ impl Machine {
                 .deadline
                 .map(|d| millis(d.saturating_duration_since(now.instant))),
             wait: self.cfg.wait,
+            waiting: self.explain_waiting(now),
             input_tokens_estimate: self.request.tokens(),
             images: self.request.images().len(),
             candidates,

@@ -38,6 +38,8 @@ fn cfg() -> Config {
         wait: false,
         max_inflight: Default::default(),
         budget: crate::budget::Caps::default(),
+        max_wait: None,
+        prefer_primary: None,
     }
 }
 
@@ -414,5 +416,7 @@ mod scope;
 mod session;
 #[path = "tests/stated.rs"]
 mod stated;
+#[path = "tests/wait_bounds.rs"]
+mod wait_bounds;
 #[path = "tests/waiting.rs"]
 mod waiting;

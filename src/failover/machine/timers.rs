@@ -27,12 +27,14 @@ pub(super) enum Timer {
     SlotRenew,
     /// Stop waiting for the store to grant a slot then (see `ADMIT_GRACE`).
     SlotGrace,
+    /// `--max-wait`: the run has waited all it may by then (set while it waits).
+    WaitBound,
     /// The running attempt's model has no pace yet: read shared health again then, to judge
     /// its watchdogs again once other answers establish it.
     PaceCheck,
 }
 
-const COUNT: usize = 10;
+const COUNT: usize = 11;
 
 impl Timer {
     fn index(self) -> usize {

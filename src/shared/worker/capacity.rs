@@ -29,7 +29,10 @@ impl StoreWorker {
             }
             // Another process holds the capacity lock right now: this once, the slot waits.
             OpResult::Done(OpDone::Capacity(Err(StoreError::LockTimeout { .. }))) => match op {
-                CapacityOp::Admit { .. } => CapacityReply::Full { next_expiry: None },
+                CapacityOp::Admit { .. } => CapacityReply::Full {
+                    next_expiry: None,
+                    held: false,
+                },
                 CapacityOp::Apply { .. } => CapacityReply::Unavailable,
             },
             OpResult::Done(OpDone::Capacity(Err(e))) => {

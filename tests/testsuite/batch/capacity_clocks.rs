@@ -253,6 +253,7 @@ fn a_stopped_batch_takes_its_slots_again_before_sending() {
                 limits,
             }],
             release: None,
+            hold_first_ms: 0,
         };
         let reply = store.capacity(&op, now()).expect("admit");
         assert!(

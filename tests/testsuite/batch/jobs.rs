@@ -268,26 +268,22 @@ fn system_and_tools_per_job(v: &str) {
 
 both_versions!(system_and_tools_per_job);
 
-/// Providers all cooling: prim out of balance for long, back rate-limited for ~1.5 s (a 429
-/// with one request in flight, three times in a row: not a capacity signal but a rate limit).
+/// Providers all cooling: prim out of balance for long, back's endpoint down for a moment (a
+/// 503 and its one immediate retry; a 429 with one request in flight would be a busy key's
+/// back-off now, not a breaker: issue 32).
 /// With the batch default every job waits and is answered; with `--no-wait` each fails at once.
 #[test]
 fn jobs_wait_for_a_reopening_breaker_and_no_wait_fails_at_once() {
     let mut env = TestEnv::new(PI_MIN, &providers());
-    // Rate limit 5 min × 0.005 = 1.5 s; quota 30 min × 0.005 = 9 s. Pi's own retry is off, so
-    // the 429 is the runner's to handle.
+    // Endpoint 10 s × 0.005 = 50 ms; quota 30 min × 0.005 = 9 s. Pi's own retry is off, so
+    // the failures are the runner's.
     env.env("CCSWITCH_COOLDOWN_SCALE", "0.005");
     env.write_settings(&json!({"retry": {"enabled": false}}));
     env.llm.script("a", "m", vec![Behaviour::Status402]);
     env.llm.script(
         "b",
         "m",
-        vec![
-            Behaviour::rate_limited(),
-            Behaviour::rate_limited(),
-            Behaviour::rate_limited(),
-            Behaviour::Ok,
-        ],
+        vec![Behaviour::Status503, Behaviour::Status503, Behaviour::Ok],
     );
     let mut flags = vec!["--jobs", "1"];
     flags.extend(FROM_PRIM);
@@ -314,11 +310,12 @@ fn jobs_wait_for_a_reopening_breaker_and_no_wait_fails_at_once() {
         );
     }
 
+    // Breakers long enough (an endpoint's 10 s × 0.5) that no later job finds one reopened.
     let mut env = TestEnv::new(PI_MIN, &providers());
-    env.env("CCSWITCH_COOLDOWN_SCALE", "0.005");
+    env.env("CCSWITCH_COOLDOWN_SCALE", "0.5");
     env.write_settings(&json!({"retry": {"enabled": false}}));
     env.llm.script("a", "m", vec![Behaviour::Status402]);
-    env.llm.script("b", "m", vec![Behaviour::rate_limited()]);
+    env.llm.script("b", "m", vec![Behaviour::Status503]);
     let mut flags = vec!["--jobs", "1", "--no-wait"];
     flags.extend(FROM_PRIM);
     let out = batch_stdin(&env, &flags, jobs(3).as_bytes());
@@ -332,8 +329,8 @@ fn jobs_wait_for_a_reopening_breaker_and_no_wait_fails_at_once() {
     }
     assert_eq!(
         env.llm.requests().len(),
-        4,
-        "prim once, back three times (refused at concurrency 1), the later jobs nothing"
+        3,
+        "prim once, back twice (a 5xx's one immediate retry), the later jobs nothing"
     );
     out.assert_stderr_count("; retry: ", 3);
     out.check(out.elapsed.as_secs() < 20, "no waiting");

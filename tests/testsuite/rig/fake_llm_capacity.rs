@@ -13,7 +13,12 @@ const T: u64 = 1_796_153_814_000;
 
 /// POST a chat request for `model` to `route` of the fake server on `port`, on a fresh
 /// connection, with an optional bearer key; returns (status, head, decoded body).
-fn chat_post(port: u16, route: &str, model: &str, key: Option<&str>) -> (u16, String, String) {
+pub(super) fn chat_post(
+    port: u16,
+    route: &str,
+    model: &str,
+    key: Option<&str>,
+) -> (u16, String, String) {
     let body = json!({"model": model, "stream": true,
                       "messages": [{"role": "user", "content": "hi"}]})
     .to_string();
@@ -52,7 +57,7 @@ fn streamed_text(body: &str) -> String {
 }
 
 /// `error.message` of a JSON error body.
-fn message_of(body: &str) -> String {
+pub(super) fn message_of(body: &str) -> String {
     let v: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
     v["error"]["message"]
         .as_str()

@@ -1040,6 +1040,7 @@ fn harness_run_command_and_markers() {
 mod fake_llm_capacity;
 mod fake_llm_ext;
 mod fake_llm_pace;
+mod fake_llm_window;
 mod fake_pi_scenarios;
 mod output_helpers;
 mod redis_server;

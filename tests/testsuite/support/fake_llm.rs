@@ -397,6 +397,7 @@ struct State {
     hang_limit: Duration,
     next_seq: u64,
     capacity: capacity::Capacity,
+    windows: window::Windows,
 }
 
 struct Shared {
@@ -452,6 +453,7 @@ impl FakeLlm {
                 hang_limit: Duration::from_secs(60),
                 next_seq: 0,
                 capacity: Default::default(),
+                windows: Default::default(),
             }),
             state_cv: Condvar::new(),
             stop: Mutex::new(false),
@@ -645,6 +647,8 @@ pub mod bodies;
 mod capacity;
 #[path = "fake_llm/models_json.rs"]
 mod models_json;
+#[path = "fake_llm/window.rs"]
+mod window;
 #[path = "fake_llm/wire.rs"]
 mod wire;
 
@@ -654,6 +658,8 @@ pub use bodies::KeyEcho;
 pub use models_json::{
     ApiKey, Endpoint, ModelSpec, ProviderSpec, models_json, write_models_json, write_settings_json,
 };
+#[allow(unused_imports)]
+pub use window::QuotaWindow;
 use wire::{Mode, RawRequest, err_body, read_request, send_json, stream_text, stream_tool};
 
 // ---------------------------------------------------------------------------------------------
@@ -742,7 +748,10 @@ fn serve(
         match capacity::admit(shared, &route) {
             Ok(slot) => {
                 _slot = Some(slot);
-                next_behaviour(shared, &route, &model)
+                match window::take(shared, &route) {
+                    Ok(()) => next_behaviour(shared, &route, &model),
+                    Err((status, body)) => Behaviour::Status(status, body),
+                }
             }
             Err((status, body)) => {
                 rejected_for_capacity = true;

@@ -24,8 +24,9 @@ macro_rules! both_versions {
 
 pub use blackhole::BlackHole;
 pub use fake_llm::{
-    Behaviour, DEFAULT_TEXT, FakeLlm, Image, KeyEcho, ModelSpec, ProviderSpec, Request, TEXT_USAGE,
-    TOOL_USAGE, bodies, closed_port, models_json, write_models_json, write_settings_json,
+    Behaviour, DEFAULT_TEXT, FakeLlm, Image, KeyEcho, ModelSpec, ProviderSpec, QuotaWindow,
+    Request, TEXT_USAGE, TOOL_USAGE, bodies, closed_port, models_json, write_models_json,
+    write_settings_json,
 };
 pub use pi_env::{PI_MIN, PI_NEWEST, PiInstall, pi};
 pub use redis::{RedisConn, RedisServer, Resp, redis_cmd, redis_server_bin, try_redis_cmd};

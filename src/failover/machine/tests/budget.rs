@@ -314,7 +314,10 @@ fn a_job_waiting_for_a_slot_stops_when_the_budget_is_spent_elsewhere() {
         h.now(),
         Input::Capacity {
             id,
-            reply: crate::capacity::ops::CapacityReply::Full { next_expiry: None },
+            reply: crate::capacity::ops::CapacityReply::Full {
+                next_expiry: None,
+                held: false,
+            },
         },
     );
     assert!(h.m.awaiting_slot());

@@ -54,7 +54,10 @@ impl H {
             self.now(),
             Input::Capacity {
                 id,
-                reply: CapacityReply::Full { next_expiry: None },
+                reply: CapacityReply::Full {
+                    next_expiry: None,
+                    held: false,
+                },
             },
         );
     }
@@ -190,7 +193,10 @@ fn every_choice_full_waits_and_asks_again_on_a_poll_or_a_freed_slot() {
         h.now(),
         Input::Capacity {
             id: first,
-            reply: CapacityReply::Full { next_expiry: None },
+            reply: CapacityReply::Full {
+                next_expiry: None,
+                held: false,
+            },
         },
     );
     assert!(!h.m.awaiting_slot());

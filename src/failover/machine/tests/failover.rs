@@ -184,8 +184,11 @@ fn intermediate_tool_turn_text_is_never_the_answer() {
     assert_eq!(answered_by(&h), "a/m1 The final answer.");
 }
 
+/// Issue 32: with no other candidate and the failure's breaker open, Pi's own 2/4/8 s retries
+/// are not left to hammer the provider: the retry is aborted and the run ends (or, waiting,
+/// waits for the breaker's probe), with the breaker's time in its retry hint.
 #[test]
-fn with_no_candidate_pi_keeps_its_own_retry_then_the_run_is_exhausted() {
+fn with_no_candidate_and_its_breaker_open_pi_is_not_left_to_retry() {
     let mut h = H::new(Health::default(), vec![]);
     let sent = h.start(
         model("a", "m1", false, 128_000),
@@ -198,21 +201,25 @@ fn with_no_candidate_pi_keeps_its_own_retry_then_the_run_is_exhausted() {
     h.event(
         json!({"type": "auto_retry_start", "attempt": 1, "delayMs": 2000, "errorMessage": err}),
     );
-    assert!(
-        h.sent().is_empty(),
-        "no abort_retry: Pi's retry is the only hope"
-    );
-    h.advance(2000);
+    let sent = h.sent();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].1, Command::AbortRetry);
+    h.event(json!({"type": "auto_retry_end", "success": false, "attempt": 1, "finalError": "Retry cancelled"}));
     h.fail_settled(err);
     match h.outcome() {
         Outcome::Exhausted {
-            reason, last_error, ..
+            reason,
+            last_error,
+            retry,
+            ..
         } => {
             assert_eq!(reason, Exhaustion::NoCandidate);
             assert!(last_error.unwrap().contains("a/m1: 429"));
+            assert_eq!(retry.retry_after_ms, Some(300_000), "{}", retry.reason);
         }
         other => panic!("{other:?}"),
     }
+    assert!(h.sent().is_empty(), "nothing more is sent");
 }
 
 #[test]

@@ -45,7 +45,7 @@ capacity_behaviours!(
     every: [
         admission_takes_the_first_choice_with_room_and_overflows_past_known_limits_only,
         a_slot_given_back_is_free_for_the_next_admission,
-        refusals_cut_the_limit_and_refusals_at_one_are_a_rate_limit,
+        refusals_cut_the_limit_and_refusals_at_one_back_off_for_everyone,
         a_cut_limit_is_probed_up_again_after_enough_clean_answers,
         threads_never_hold_more_slots_than_the_limit_together,
         leases_run_out_after_their_ttl_unless_renewed,
@@ -97,6 +97,7 @@ fn admit_op(slot: &str, ttl_ms: u64, choices: Vec<Choice>) -> CapacityOp {
         ttl_ms,
         choices,
         release: None,
+        hold_first_ms: 0,
     }
 }
 
@@ -141,6 +142,7 @@ fn refused(s: &mut dyn HealthStore, choice: &Choice, slot: &str) -> Decided {
         slot: slot.into(),
         limits: choice.limits,
         pause_ms: 0,
+        jitter: 0,
     };
     apply(s, &choice.provider, delta)
 }
@@ -194,7 +196,7 @@ fn admission_takes_the_first_choice_with_room_and_overflows_past_known_limits_on
     // Every choice full: when the first lease runs out (x1's, unless renewed) is the latest a
     // waiter should look again.
     let asked_at = now_ms();
-    let CapacityReply::Full { next_expiry } = admit(&mut *two, "x4", both()) else {
+    let CapacityReply::Full { next_expiry, .. } = admit(&mut *two, "x4", both()) else {
         panic!("every choice is full");
     };
     let next = next_expiry.expect("leases are held");
@@ -240,6 +242,7 @@ fn admission_takes_the_first_choice_with_room_and_overflows_past_known_limits_on
                 slot: "y1".into(),
             },
         )),
+        hold_first_ms: 0,
     };
     assert!(moved.frees());
     assert_eq!(
@@ -265,17 +268,19 @@ fn a_slot_given_back_is_free_for_the_next_admission(b: &dyn Backend) {
     assert_eq!(release(&mut *one, "b", "s2"), Decided::Released(true));
     assert_eq!(release(&mut *two, "b", "s2"), Decided::Released(false));
     assert_eq!(granted_on(admit(&mut *one, "s4", both())), Some(1));
-    // A refusal gives its slot back as well.
+    // A refusal gives its slot back as well — and, refused with nothing else in flight, leaves
+    // `a` alone for a back-off: the next admission goes to `b` once it has room, not to `a`.
     refused(&mut *two, &capped("a", 1), "s3");
     assert_eq!(in_flight(b, "a"), 0);
-    assert_eq!(granted_on(admit(&mut *two, "s5", both())), Some(0));
-    // Slots given back by whoever holds them: nothing is left behind.
+    assert_eq!(granted_on(admit(&mut *two, "s5", both())), None);
     answered(&mut *one, &capped("b", 1), "s4");
-    answered(&mut *two, &capped("a", 1), "s5");
+    assert_eq!(granted_on(admit(&mut *two, "s5", both())), Some(1));
+    // Slots given back by whoever holds them: nothing is left behind.
+    answered(&mut *two, &capped("b", 1), "s5");
     assert_eq!((in_flight(b, "a"), in_flight(b, "b")), (0, 0));
 }
 
-fn refusals_cut_the_limit_and_refusals_at_one_are_a_rate_limit(b: &dyn Backend) {
+fn refusals_cut_the_limit_and_refusals_at_one_back_off_for_everyone(b: &dyn Backend) {
     let (mut one, mut two) = (b.store(1.0), b.store(1.0));
     let p = uncapped("p");
     // Slow start: 2, raised by each clean answer while every slot is in use.
@@ -301,32 +306,53 @@ fn refusals_cut_the_limit_and_refusals_at_one_are_a_rate_limit(b: &dyn Backend) 
     answered(&mut *one, &p, "s2");
     assert_eq!(in_flight(b, "p"), 0);
 
-    // Refused with one request in flight, three times in a row: not a concurrency signal but
-    // a rate limit (the caller opens the breaker). A clean answer starts the count again.
+    // Refused with one request in flight: not our concurrency but other clients on the key.
+    // The provider is paused for a back-off, for every process sharing the store (nobody is
+    // granted a slot on it until then), and the row of refusals is shared too: the next
+    // refusal, by another process, backs off longer. A clean answer starts the row again.
+    // (The rate limit at the end of a row is the record's unit tests' business: reaching it
+    // takes half a minute of real back-off.)
     let q = capped("q", 1);
-    let refuse_alone = |s: &mut dyn HealthStore| {
+    let refuse_alone = |s: &mut dyn HealthStore, until_before: u64| {
+        wait_until_ms(until_before);
         assert_eq!(granted_on(admit(s, "t", vec![q.clone()])), Some(0));
-        refused(s, &q, "t")
+        let at = now_ms();
+        (at, refused(s, &q, "t"))
     };
-    for _ in 0..2 {
-        assert!(matches!(
-            refuse_alone(&mut *one),
-            Decided::Refused(Verdict::SlowDown(_))
-        ));
-    }
-    assert_eq!(granted_on(admit(&mut *two, "t", vec![q.clone()])), Some(0));
-    answered(&mut *two, &q, "t");
-    for _ in 0..2 {
-        assert!(matches!(
-            refuse_alone(&mut *two),
-            Decided::Refused(Verdict::SlowDown(_))
-        ));
-    }
-    assert_eq!(
-        refuse_alone(&mut *one),
-        Decided::Refused(Verdict::RateLimited),
-        "the count is shared by every process"
+    let (at, first) = refuse_alone(&mut *one, 0);
+    let Decided::Refused(Verdict::BackOff { until, step: 1, .. }) = first else {
+        panic!("{first:?}")
+    };
+    let delay = pi_ccswitch_run::capacity::backoff::delay_ms(1, 0);
+    assert!(
+        until.abs_diff(at + delay) <= SLACK_MS,
+        "{until} vs {at} + {delay}"
     );
+    assert_eq!(
+        granted_on(admit(&mut *two, "u", vec![q.clone()])),
+        None,
+        "paused for every process"
+    );
+    let (_, second) = refuse_alone(&mut *two, until);
+    let Decided::Refused(Verdict::BackOff { until, step: 2, .. }) = second else {
+        panic!("the row is shared by every process: {second:?}")
+    };
+    wait_until_ms(until);
+    assert_eq!(granted_on(admit(&mut *one, "t", vec![q.clone()])), Some(0));
+    answered(&mut *one, &q, "t");
+    let (_, again) = refuse_alone(&mut *two, 0);
+    assert!(
+        matches!(again, Decided::Refused(Verdict::BackOff { step: 1, .. })),
+        "a clean answer ends the row: {again:?}"
+    );
+}
+
+/// Sleeps until the wall clock (and, within the slack, the store's) has passed `until_ms`.
+fn wait_until_ms(until_ms: u64) {
+    let now = now_ms();
+    if until_ms > 0 {
+        std::thread::sleep(Duration::from_millis(until_ms.saturating_sub(now) + 50));
+    }
 }
 
 fn a_cut_limit_is_probed_up_again_after_enough_clean_answers(b: &dyn Backend) {
@@ -570,7 +596,7 @@ fn leases_run_out_after_their_ttl_unless_renewed(b: &dyn Backend) {
         .capacity(&admit_op("held", TTL, vec![p.clone()]), taken)
         .expect("admit");
     assert_eq!(granted_on(reply), Some(0));
-    let CapacityReply::Full { next_expiry } = b
+    let CapacityReply::Full { next_expiry, .. } = b
         .store(1.0)
         .capacity(&admit_op("other", TTL, vec![p.clone()]), now_ms())
         .expect("admit")
@@ -752,7 +778,7 @@ fn a_corrupt_or_foreign_record_counts_as_empty_and_is_overwritten(b: &dyn Shared
     b.put_capacity_raw("p", raw.as_bytes());
     let mut s = b.store(1.0);
     let asked = now_ms();
-    let CapacityReply::Full { next_expiry } = admit(&mut *s, "s", vec![capped("p", 1)]) else {
+    let CapacityReply::Full { next_expiry, .. } = admit(&mut *s, "s", vec![capped("p", 1)]) else {
         panic!("the ghost's slot counts while it lasts");
     };
     let next = next_expiry.expect("the ghost's lease");
