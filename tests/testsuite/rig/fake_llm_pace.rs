@@ -87,10 +87,9 @@ fn paced_answers_stalls_and_every_nth_faults_at_http_level() {
     assert_eq!(text, DEFAULT_TEXT);
     assert_eq!(deltas.len(), 4, "{deltas:?}");
     assert!(deltas[0].0 >= Duration::from_millis(300), "{deltas:?}");
-    assert!(
-        deltas[3].0 - deltas[0].0 >= Duration::from_millis(300),
-        "{deltas:?}"
-    );
+    // The last token comes three gaps after the first. Measured from the request, not from the
+    // first token: a late read of the first token shortens the gap seen after it.
+    assert!(deltas[3].0 >= Duration::from_millis(600), "{deltas:?}");
 
     // first_token_after: the same with the rest at once.
     llm.script("a", "f", vec![Behaviour::first_token_after(250)]);
