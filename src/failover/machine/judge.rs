@@ -18,7 +18,7 @@ use crate::failover::reopen::{self, Availability, Blocker, RetryHint, human_ms};
 use crate::failover::stated::{self, Stated};
 use crate::failover::waiting::Bound;
 use crate::health::cooldown::stated_spread_ms;
-use crate::health::{Delta, Keys, StatedReset};
+use crate::health::{BREAKER_SCOPES, Delta, Keys, StatedReset};
 use crate::timefmt::local_and_utc;
 
 const WAIT_POLL_MS: u64 = WAIT_POLL.as_millis() as u64;
@@ -353,6 +353,29 @@ impl Machine {
     /// (one status line) instead of giving up. After a stated reset the run starts again at
     /// its own place in a spread of [`RESTART_SPREAD_MS`], so the jobs that waited for one
     /// window do not all start at once.
+    /// The breaker (one that heals by itself) that kept `model` out after this round tried
+    /// it, when it has reopened since: the round's bookkeeping alone excludes the model now.
+    fn reopened_since_tried(&self, model: &ModelInfo, now_ms: u64) -> Option<Blocker> {
+        let keys = Keys::of(model);
+        if !self.round.tried().contains(&keys.model) {
+            return None;
+        }
+        BREAKER_SCOPES.into_iter().find_map(|scope| {
+            let key = keys.get(scope)?;
+            let record = self.shared.health().records(scope)?.get(key)?;
+            let class = record.last_class.as_deref().and_then(FailureClass::parse)?;
+            let reopened = record.consecutive_failures > 0
+                && record.cooldown_until.is_some_and(|t| t <= now_ms)
+                && reopen::heals_by_itself(class);
+            reopened.then(|| Blocker {
+                scope,
+                key: key.to_string(),
+                class: Some(class),
+                stated_at: None,
+            })
+        })
+    }
+
     fn try_wait(&mut self, now: Now, mode: Redispatch) -> bool {
         // Out of candidates for lack of budget: nothing to wait for (this ends the run).
         if !self.interrupted
@@ -370,12 +393,20 @@ impl Machine {
         let models = self.static_candidates();
         let mut best: Option<(u64, &ModelInfo, Blocker)> = None;
         for m in &models {
-            if let Availability::Later {
-                at_ms,
-                transient: true,
-                what,
-            } = self.shared.availability(m, now.wall_ms)
-            {
+            let blocked = match self.shared.availability(m, now.wall_ms) {
+                Availability::Later {
+                    at_ms,
+                    transient: true,
+                    what,
+                } => Some((at_ms, what)),
+                // Its breaker reopened since this round tried it (a short cooldown outlived by
+                // the attempt's own round trip): the wait for it is already over.
+                Availability::Now => self
+                    .reopened_since_tried(m, now.wall_ms)
+                    .map(|what| (now.wall_ms, what)),
+                _ => None,
+            };
+            if let Some((at_ms, what)) = blocked {
                 // A probe lease held elsewhere usually ends when that probe does, long before
                 // it expires: judge the deadline by the next check, not by the expiry.
                 let at_ms = if what.class.is_none() {
@@ -421,12 +452,20 @@ impl Machine {
                 ),
                 None => String::new(),
             };
-            let line = format!(
-                "every candidate is cooling down; waiting {} for {} to reopen ({}){stated}",
-                human_ms(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)),
-                what.describe(),
-                model.key()
-            );
+            let line = if wait.is_zero() {
+                format!(
+                    "{} has reopened since {} was tried; trying it again",
+                    what.describe(),
+                    model.key()
+                )
+            } else {
+                format!(
+                    "every candidate is cooling down; waiting {} for {} to reopen ({}){stated}",
+                    human_ms(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)),
+                    what.describe(),
+                    model.key()
+                )
+            };
             self.note(Note::Wait, line);
         }
         self.phase = Phase::Waiting {

@@ -295,7 +295,11 @@ fn jobs_wait_for_a_reopening_breaker_and_no_wait_fails_at_once() {
     let waits: Vec<&str> = out
         .stderr_lines()
         .into_iter()
-        .filter(|l| l.contains("every candidate is cooling down; waiting"))
+        .filter(|l| {
+            l.contains("every candidate is cooling down; waiting")
+                // The 50 ms breaker may reopen before the job looks (a loaded machine).
+                || l.contains("has reopened since")
+        })
         .collect();
     assert!(!waits.is_empty(), "{}", out.dump());
     for i in 0..4 {

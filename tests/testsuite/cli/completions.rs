@@ -75,7 +75,7 @@ fn man_page() -> String {
     use pi_ccswitch_run::exit::Exit;
     use pi_ccswitch_run::settings::ENVIRONMENT;
     let cmd = pi_ccswitch_run::cli::command();
-    let man = clap_mangen::Man::new(cmd).date("2026-11-30");
+    let man = clap_mangen::Man::new(cmd).date("2026-12-06");
     let mut out = Vec::new();
     man.render_title(&mut out).expect("render");
     man.render_name_section(&mut out).expect("render");

@@ -362,3 +362,54 @@ fn cjk_text_counts_a_token_per_character() {
     assert_eq!(estimate_tokens(&report), 1290);
     assert_eq!(estimate_tokens("かなカナ한글"), 6);
 }
+
+/// A breaker that reopened between an attempt's failure and the run's next look (a short
+/// endpoint cooldown, a slow machine) is tried again, as if the run had waited for it: the run
+/// is not "exhausted" with a hint that the model is "usable again in 0 ms". Found as a flaky
+/// batch test under load (the endpoint's 50 ms breaker outlived by Pi's retry round trip).
+#[test]
+fn a_breaker_that_reopened_before_the_run_looked_is_tried_again() {
+    let mut health = Health::default();
+    cooling(&mut health, "a", FailureClass::Quota, 10_000_000 - 1000);
+    let c = cfg_with(|c| c.wait = true);
+    let base = crate::clock::now().instant;
+    let mut h = H::build(
+        c,
+        health.clone(),
+        Options {
+            deadline: Some(base + Duration::from_secs(3600)),
+            ..Options::default()
+        },
+    );
+    h.base = base;
+    let sent = h.start(model("a", "m1", false, 128_000), two_providers());
+    h.complete_redispatch(sent);
+    let e503 = r#"503: {"message":"The engine is currently overloaded","type":"server_error"}"#;
+    h.fail_settled(e503);
+    let sent = h.sent();
+    h.complete_redispatch(sent);
+    // The immediate retry's answer comes after the endpoint breaker's cooldown ran out.
+    h.advance(20_000);
+    h.fail_settled(e503);
+    assert!(h.m.outcome().is_none(), "{:?}", h.m.outcome());
+    // b is tried again (its probe), now or at the wait's first check.
+    assert_eq!(
+        notes(&mut h, Note::Wait).last().map(String::as_str),
+        Some(
+            "endpoint b@http://127.0.0.1:9/b/v1 (endpoint) has reopened since b/m1 was tried; trying it again"
+        )
+    );
+    let mut sent = h.sent();
+    if sent.is_empty() {
+        h.m.handle(h.now(), Input::Timeout);
+        if h.drain().contains(&Action::ReloadHealth) {
+            h.m.handle(h.now(), Input::HealthReloaded(health));
+        }
+        sent = h.sent();
+    }
+    assert!(
+        sent.iter()
+            .any(|(_, c)| matches!(c, Command::GetForkMessages | Command::Prompt { .. })),
+        "b is prompted again: {sent:?}"
+    );
+}
