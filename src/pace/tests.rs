@@ -184,6 +184,13 @@ fn a_fast_provider_gets_the_floor_a_steady_slow_one_room_for_itself() {
         w.first_response.to_string(),
         "4.6 s (from p95 1.2 s over 20 answers)"
     );
+    // One recent answer is no pace yet, said in the singular (`-v`'s watchdog line).
+    let one = PaceRecord::from_samples([s(NOW, 1200, 1500)]);
+    let w = Watchdogs::derive(one.summary(NOW, 100).as_ref(), bounds());
+    assert_eq!(
+        w.first_response.to_string(),
+        "90 s (the ceiling: no pace yet, 1 recent answer)"
+    );
     // 15 s to the first token every time: 46 s, far above what it needs.
     let slow = PaceRecord::from_samples((0..20).map(|i| s(NOW - i, 15_000, 100)));
     let w = Watchdogs::derive(slow.summary(NOW, 100).as_ref(), bounds());

@@ -67,9 +67,11 @@ impl fmt::Display for Limit {
         let value = secs(self.ms);
         match self.basis {
             Basis::NoHistory { answers } => {
+                // One answer is the usual case right after a fresh store's first run.
+                let plural = if answers == 1 { "" } else { "s" };
                 write!(
                     f,
-                    "{value} (the ceiling: no pace yet, {answers} recent answers)"
+                    "{value} (the ceiling: no pace yet, {answers} recent answer{plural})"
                 )
             }
             Basis::Derived { p95_ms, answers } => write!(

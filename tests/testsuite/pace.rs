@@ -442,3 +442,33 @@ fn the_pace_is_learned_and_shared_through_redis(v: &str) {
         .assert_success()
         .assert_stdout_contains("over 6 answers");
 }
+
+/// The issue's own numbers, default settings: a 20 s deadline, a silent primary, a healthy
+/// backup. The backup answers well before the deadline (the primary only waits its share), the
+/// JSON says which attempt was cut and why, and the second run does not go back to the silent
+/// primary.
+#[test]
+fn a_twenty_second_deadline_reaches_the_backup_and_the_json_says_why() {
+    let env = env_for(PI_NEWEST);
+    env.llm.script("a", "m", vec![Behaviour::Hang]);
+    let out = env.run(args(&["--timeout-ms", "20000", "--json", PROMPT]));
+    out.assert_success().assert_stderr_contains(
+        "watchdogs for glm/m: first response 90 s (the ceiling: no pace yet, 0 recent answers)",
+    );
+    let j = out.json();
+    assert_eq!(j["model"]["provider"], "ds", "{}", out.dump());
+    assert_eq!(
+        j["attempts"][0]["marker"],
+        "deadline share",
+        "{}",
+        out.dump()
+    );
+    assert!(j["retry"].is_null() && j["wait_ms"] == 0, "{}", out.dump());
+    let again = env.run(args(&["--timeout-ms", "20000", "--json", PROMPT]));
+    again
+        .assert_success()
+        .assert_stderr_contains("start: glm/m is endpoint breaker open")
+        .assert_stderr_contains("(the ceiling: no pace yet, 1 recent answer)");
+    assert_eq!(env.llm.requests_to("a", "m").len(), 1, "{}", again.dump());
+    assert_eq!(again.json()["attempts"].as_array().map(Vec::len), Some(1));
+}
