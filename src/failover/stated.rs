@@ -405,11 +405,29 @@ fn zone(b: &[u8], at: usize) -> Zone {
             q + 3
         };
         return match offset(b, r, true) {
+            // `UTC＋8`, `UTC+ 8`, `UTC−8`: an offset this parser does not read. Taking the
+            // name alone would read Beijing time as UTC (8 h off), so the date is skipped.
+            Zone::Absent if unread_offset(b, r) => Zone::Malformed,
             Zone::Absent => Zone::Offset(0, q + 3),
             named => named,
         };
     }
     offset(b, q, false)
+}
+
+/// Whether `q` starts something offset-like that [`offset`] does not read: a sign (ASCII,
+/// full-width `＋`/`－` or `−`), an optional space, and a digit (ASCII or full-width).
+fn unread_offset(b: &[u8], q: usize) -> bool {
+    let rest = b.get(q..).unwrap_or_default();
+    let Some(after) = ["+", "-", "＋", "－", "−"]
+        .iter()
+        .find_map(|sign| rest.strip_prefix(sign.as_bytes()))
+    else {
+        return false;
+    };
+    let after = after.strip_prefix(b" ").unwrap_or(after);
+    after.first().is_some_and(u8::is_ascii_digit)
+        || ('０'..='９').any(|d| after.starts_with(d.to_string().as_bytes()))
 }
 
 /// A numeric offset at `q`: `±HH`, `±HHMM`, `±HH:MM`, and with `short_hour` also `±H`, `±H:MM`.

@@ -706,6 +706,23 @@ fn utc_and_gmt_with_an_offset() {
     // Not an offset: out of range, or a bare one-digit hour without a name.
     none("reset at 2026-12-02 03:43:54 UTC+24");
     none("reset at 2026-12-02 03:43:54 UTC+8:60");
+    // An offset written in a way not read (full-width sign or digit, a space after the sign)
+    // is not taken for UTC: that would be 8 h off; the date is skipped instead.
+    for zone in [
+        "UTC＋8",
+        "UTC+ 8",
+        "UTC+８",
+        "GMT－0800",
+        "UTC −5",
+        "UTC+ ８",
+    ] {
+        none(&format!("reset at 2026-12-02 03:43:54 {zone}"));
+    }
+    // A dash that is punctuation still leaves the name as UTC.
+    assert_eq!(
+        read("reset at 2026-12-01 19:43:54 UTC - then retry").map(|s| s.at_ms),
+        Some(ZAI_1310)
+    );
     assert_eq!(
         read("reset at 2026-12-01T19:43:54+8").map(|s| s.at_ms),
         None,

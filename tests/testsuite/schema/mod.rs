@@ -410,7 +410,34 @@ fn explain_says_a_schema_is_in_force(v: &str) {
     assert!(env.llm.requests().is_empty());
 }
 
+/// A conforming value in an answer cut off at the output limit is still a truncated answer:
+/// the next candidate is asked, and its value is printed.
+fn a_truncated_conforming_answer_is_not_taken(v: &str) {
+    let env = env_with_schema(v);
+    env.llm
+        .script("first", "*", vec![Behaviour::Truncated(GOOD.into()); 2]);
+    env.llm.script(
+        "second",
+        "*",
+        vec![Behaviour::text(r#"{"risk":"high","summary":"b"}"#)],
+    );
+    let out = env.run(args(&[
+        "--models",
+        "first/m,second/n",
+        "--json",
+        "Review the diff.",
+    ]));
+    let j = out.json();
+    assert_eq!(
+        j["structured_output"],
+        json!({"risk": "high", "summary": "b"}),
+        "{}",
+        out.dump()
+    );
+}
+
 both_versions!(
+    a_truncated_conforming_answer_is_not_taken,
     conforming_the_first_time,
     fixed_on_the_reask,
     failed_over_to_a_model_that_conforms,

@@ -128,4 +128,40 @@ both_versions!(
     known_keys_are_masked_in_answers,
     invisible_answers_are_empty,
     terminal_escapes_never_reach_a_terminal,
+    known_keys_are_masked_in_schema_answers,
 );
+
+/// A key inside a schema answer is masked on stdout, in `structured_output` and in
+/// `rejected_answer`, like in any answer.
+fn known_keys_are_masked_in_schema_answers(v: &str) {
+    let env = TestEnv::new(v, &providers());
+    std::fs::write(
+        env.cwd.join("s.json"),
+        r#"{"type":"object","required":["note"],"properties":{"note":{"type":"string"}}}"#,
+    )
+    .unwrap();
+    let good = format!("{{\"note\": \"apiKey {FILE_KEY}\"}}");
+    env.llm
+        .script("file", "*", vec![Behaviour::text(good.clone()); 2]);
+    let run = [
+        "--no-tools",
+        "--provider",
+        "file",
+        "--model",
+        "m",
+        "--output-schema",
+        "s.json",
+    ];
+    let out = env.run(run.iter().copied().chain(["Show the config."]));
+    out.assert_success();
+    no_key("schema stdout", &out.stdout);
+    let out = env.run(run.iter().copied().chain(["--json", "Show the config."]));
+    out.assert_success();
+    no_key("schema --json", &out.stdout);
+    let bad = format!("{{\"nope\": \"apiKey {FILE_KEY}\"}}");
+    env.llm.script("file", "*", vec![Behaviour::text(bad); 2]);
+    let out = env.run(run.iter().copied().chain(["--json", "Show the config."]));
+    out.assert_code(1);
+    no_key("schema rejected --json", &out.stdout);
+    no_key("schema rejected stderr", &out.stderr);
+}
