@@ -426,8 +426,12 @@ fn unread_offset(b: &[u8], q: usize) -> bool {
         return false;
     };
     let after = after.strip_prefix(b" ").unwrap_or(after);
-    after.first().is_some_and(u8::is_ascii_digit)
-        || ('０'..='９').any(|d| after.starts_with(d.to_string().as_bytes()))
+    // Full-width digits `０`..`９` are U+FF10..U+FF19: EF BC 90..99 in UTF-8.
+    match after {
+        [d, ..] if d.is_ascii_digit() => true,
+        [0xEF, 0xBC, 0x90..=0x99, ..] => true,
+        _ => false,
+    }
 }
 
 /// A numeric offset at `q`: `±HH`, `±HHMM`, `±HH:MM`, and with `short_hour` also `±H`, `±H:MM`.

@@ -348,11 +348,6 @@ impl Machine {
             .collect()
     }
 
-    /// Every candidate is blocked: when waiting is allowed and a breaker that heals by itself
-    /// (or reopens at a reset its provider stated) reopens before the deadline, wait for it
-    /// (one status line) instead of giving up. After a stated reset the run starts again at
-    /// its own place in a spread of [`RESTART_SPREAD_MS`], so the jobs that waited for one
-    /// window do not all start at once.
     /// The breaker (one that heals by itself) that kept `model` out after this round tried
     /// it, when it has reopened since: the round's bookkeeping alone excludes the model now.
     fn reopened_since_tried(&self, model: &ModelInfo, now_ms: u64) -> Option<Blocker> {
@@ -376,6 +371,11 @@ impl Machine {
         })
     }
 
+    /// Every candidate is blocked: when waiting is allowed and a breaker that heals by itself
+    /// (or reopens at a reset its provider stated) reopens before the deadline, wait for it
+    /// (one status line) instead of giving up. After a stated reset the run starts again at
+    /// its own place in a spread of [`RESTART_SPREAD_MS`], so the jobs that waited for one
+    /// window do not all start at once.
     fn try_wait(&mut self, now: Now, mode: Redispatch) -> bool {
         // Out of candidates for lack of budget: nothing to wait for (this ends the run).
         if !self.interrupted

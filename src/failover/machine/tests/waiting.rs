@@ -9,17 +9,7 @@ fn with_waiting_a_run_waits_for_the_first_breaker_to_reopen_then_resumes() {
     let t0 = 10_000_000;
     cooling(&mut health, "a", FailureClass::Quota, t0 - 1000);
     cooling(&mut health, "b", FailureClass::RateLimit, t0 - 1000);
-    let c = cfg_with(|c| c.wait = true);
-    let base = crate::clock::now().instant;
-    let mut h = H::build(
-        c,
-        health.clone(),
-        Options {
-            deadline: Some(base + Duration::from_secs(3600)),
-            ..Options::default()
-        },
-    );
-    h.base = base;
+    let mut h = waiting_run(health.clone(), Duration::from_secs(3600));
     let sent = h.start(model("a", "m1", false, 128_000), two_providers());
     assert!(sent.is_empty());
     let waits = notes(&mut h, Note::Wait);
@@ -59,17 +49,7 @@ fn a_waiting_run_denied_the_probe_keeps_waiting_for_the_other_runs_probe() {
     let t0 = 10_000_000;
     cooling(&mut health, "a", FailureClass::Quota, t0 - 1000);
     cooling(&mut health, "b", FailureClass::RateLimit, t0 - 400_000);
-    let c = cfg_with(|c| c.wait = true);
-    let base = crate::clock::now().instant;
-    let mut h = H::build(
-        c,
-        health.clone(),
-        Options {
-            deadline: Some(base + Duration::from_secs(60)),
-            ..Options::default()
-        },
-    );
-    h.base = base;
+    let mut h = waiting_run(health.clone(), Duration::from_secs(60));
     let ids: Vec<String> = h.initial().into_iter().map(|(id, _)| id).collect();
     h.respond(
         &ids[0],
@@ -371,17 +351,7 @@ fn cjk_text_counts_a_token_per_character() {
 fn a_breaker_that_reopened_before_the_run_looked_is_tried_again() {
     let mut health = Health::default();
     cooling(&mut health, "a", FailureClass::Quota, 10_000_000 - 1000);
-    let c = cfg_with(|c| c.wait = true);
-    let base = crate::clock::now().instant;
-    let mut h = H::build(
-        c,
-        health.clone(),
-        Options {
-            deadline: Some(base + Duration::from_secs(3600)),
-            ..Options::default()
-        },
-    );
-    h.base = base;
+    let mut h = waiting_run(health.clone(), Duration::from_secs(3600));
     let sent = h.start(model("a", "m1", false, 128_000), two_providers());
     h.complete_redispatch(sent);
     let e503 = r#"503: {"message":"The engine is currently overloaded","type":"server_error"}"#;
@@ -412,4 +382,19 @@ fn a_breaker_that_reopened_before_the_run_looked_is_tried_again() {
             .any(|(_, c)| matches!(c, Command::GetForkMessages | Command::Prompt { .. })),
         "b is prompted again: {sent:?}"
     );
+}
+
+/// A run with waiting on and a deadline `deadline` from its start (the harness's clock base).
+fn waiting_run(health: Health, deadline: Duration) -> H {
+    let base = crate::clock::now().instant;
+    let mut h = H::build(
+        cfg_with(|c| c.wait = true),
+        health,
+        Options {
+            deadline: Some(base + deadline),
+            ..Options::default()
+        },
+    );
+    h.base = base;
+    h
 }
