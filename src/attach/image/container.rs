@@ -204,7 +204,7 @@ pub(super) fn webp_frames(bytes: &[u8]) -> Result<usize, Flaw> {
                 if x + w > canvas.0 || y + h > canvas.1 {
                     return Err("an animation frame lies outside the WebP canvas".into());
                 }
-                if first_bitstream(payload, 16).is_some_and(|size| size != (w, h)) {
+                if frame_bitstream(payload)? != (w, h) {
                     return Err("a WebP frame's bitstream size differs from the frame's".into());
                 }
                 frames += 1;
@@ -248,17 +248,28 @@ fn riff_chunks(
     })
 }
 
-/// The size of the first VP8 or VP8L bitstream among the chunks from `at` (inside an ANMF
-/// payload), if one is there with a readable header. Damage past that is the decoder's to find.
-fn first_bitstream(bytes: &[u8], mut at: usize) -> Option<(u32, u32)> {
-    loop {
-        let kind = bytes.get(at..at.checked_add(4)?)?;
-        if matches!(kind, b"VP8 " | b"VP8L") {
-            return bitstream_size(kind, bytes.get(at + 8..)?);
+/// The size stated by an ANMF frame's bitstream, found where the decoder reads it: the first
+/// chunk of the frame data, or the one right after an `ALPH` chunk, which must then be lossy.
+/// The decoder does not compare a bitstream that follows `ALPH` with the frame's size, and
+/// fills the frame from whatever chunk comes next; image-webp 0.2.4 panics on a frame whose
+/// `VP8 ` tag was damaged (reported upstream as image-rs/image-webp#182), so both are refused
+/// here.
+fn frame_bitstream(anmf: &[u8]) -> Result<(u32, u32), &'static str> {
+    const MISSING: &str = "a WebP animation frame has no VP8 or VP8L bitstream";
+    let mut chunks = riff_chunks(anmf, 16);
+    let (kind, payload) = chunks.next().ok_or(MISSING)??;
+    let (kind, payload) = if kind == b"ALPH" {
+        match chunks.next().ok_or(MISSING)?? {
+            (b"VP8 ", payload) => (b"VP8 ".as_slice(), payload),
+            _ => return Err("a WebP animation frame's alpha is not followed by a VP8 bitstream"),
         }
-        let len = le_u32(bytes, at + 4)? as usize;
-        at = at.checked_add(8)?.checked_add(len)?.checked_add(len & 1)?;
+    } else {
+        (kind, payload)
+    };
+    if !matches!(kind, b"VP8 " | b"VP8L") {
+        return Err(MISSING);
     }
+    bitstream_size(kind, payload).ok_or("a WebP animation frame's bitstream header is unreadable")
 }
 
 /// Width and height stated by a VP8 key frame or VP8L header; `None` when the header is not

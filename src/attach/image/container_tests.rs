@@ -32,14 +32,29 @@ fn webp_animation_is_detected_from_its_chunks() {
     let mut body = b"WEBP".to_vec();
     chunk(&mut body, b"VP8X", &[0x02, 0, 0, 0, 7, 0, 0, 7, 0, 0]);
     chunk(&mut body, b"ANIM", &[0; 6]);
-    chunk(&mut body, b"ANMF", &[0; 17]);
-    chunk(&mut body, b"ANMF", &[0; 16]);
-    let mut file = b"RIFF".to_vec();
-    file.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    file.extend_from_slice(&body);
+    // A 1x1 frame at the origin (all header fields zero) holding a 1x1 VP8L header.
+    let mut frame = vec![0; 16];
+    chunk(&mut frame, b"VP8L", &[0x2F, 0, 0, 0, 0]);
+    chunk(&mut body, b"ANMF", &frame);
+    chunk(&mut body, b"ANMF", &frame);
+    let riff = |body: &[u8]| {
+        let mut file = b"RIFF".to_vec();
+        file.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        file.extend_from_slice(body);
+        file
+    };
+    let file = riff(&body);
     assert_eq!(webp_frames(&file), Ok(2));
     assert!(webp_frames(&file[..file.len() - 1]).is_err());
     assert_eq!(webp_frames(&fixture("tiny.webp")), Ok(1));
+    // A frame without a bitstream is not a frame.
+    chunk(&mut body, b"ANMF", &[0; 16]);
+    assert_eq!(
+        webp_frames(&riff(&body)),
+        Err(Flaw::Corrupt(
+            "a WebP animation frame has no VP8 or VP8L bitstream"
+        ))
+    );
 }
 
 /// A format's signature followed by anything, so the walk gets past the first bytes.

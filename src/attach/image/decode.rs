@@ -1,9 +1,13 @@
 //! Decoding an image once, with bounded memory: dimensions and the decoder's memory estimate
 //! are checked from the header before any pixel buffer is allocated. Also reads the EXIF
-//! orientation and maps decoder errors to [`ImageError`]. Must not: resize, re-encode, or
-//! decide what is sent.
+//! orientation and maps decoder errors to [`ImageError`]. A decoder that panics on hostile
+//! bytes refuses the file instead of ending the run. Must not: resize, re-encode, or decide
+//! what is sent.
 
+use std::cell::Cell;
 use std::io::Cursor;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Once;
 
 use ::image::metadata::Orientation;
 use ::image::{DynamicImage, ImageDecoder, ImageReader, Limits};
@@ -26,6 +30,48 @@ fn decoder_limits() -> Limits {
 /// Decode fully, with bounded memory. Also returns the EXIF orientation (applied only when the
 /// image is re-encoded).
 pub(super) fn decode(
+    bytes: &[u8],
+    format: ImageFormat,
+) -> Result<(DynamicImage, Orientation), ImageError> {
+    contain_panics(format, || decode_unguarded(bytes, format))
+}
+
+thread_local! {
+    /// Set while this thread runs a decoder under [`contain_panics`].
+    static IN_DECODER: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Run `decode` so that a panic inside it becomes [`ImageError::Corrupt`]. The decoders are
+/// third-party code reading bytes anyone can craft, and the container walk cannot foresee
+/// every way they fail (image-webp 0.2.4 indexes out of bounds on some damaged animations);
+/// one bad attachment must be refused with exit 2, not abort a run or a batch. The panic's
+/// own message is kept off stderr on this thread only: it would read as a crash of this tool.
+fn contain_panics<T>(
+    format: ImageFormat,
+    decode: impl FnOnce() -> Result<T, ImageError>,
+) -> Result<T, ImageError> {
+    static QUIET_HOOK: Once = Once::new();
+    QUIET_HOOK.call_once(|| {
+        let previous = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            if !IN_DECODER.with(Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    let was = IN_DECODER.with(|flag| flag.replace(true));
+    // Nothing decoded survives a panic: the decoder and its buffers are dropped with it.
+    let result = panic::catch_unwind(AssertUnwindSafe(decode));
+    IN_DECODER.with(|flag| flag.set(was));
+    result.unwrap_or_else(|_| {
+        Err(ImageError::Corrupt {
+            format,
+            detail: "the decoder failed on malformed data".to_owned(),
+        })
+    })
+}
+
+fn decode_unguarded(
     bytes: &[u8],
     format: ImageFormat,
 ) -> Result<(DynamicImage, Orientation), ImageError> {

@@ -335,3 +335,77 @@ fn gif_with_an_empty_logical_screen_is_corrupt() {
         );
     }
 }
+
+/// `webp-animated-lossy` with its first frame's bitstream damaged: the `VP8 ` tag after the
+/// frame's `ALPH` chunk renamed `WP8 ` and, when `taller`, the bitstream's stated height one
+/// more than the frame's.
+fn first_frame_bitstream_damaged(rename: bool, taller: bool) -> Vec<u8> {
+    let mut bytes = seed_named("webp-animated-lossy").bytes.clone();
+    let alph = bytes
+        .windows(4)
+        .position(|w| w == b"ALPH")
+        .expect("an ALPH chunk");
+    let vp8 = alph
+        + bytes[alph..]
+            .windows(4)
+            .position(|w| w == b"VP8 ")
+            .expect("VP8 after ALPH");
+    if rename {
+        bytes[vp8] = b'W';
+    }
+    if taller {
+        // tag, size, frame tag (3), start code (3), width (2), then the height
+        bytes[vp8 + 8 + 8] += 1;
+    }
+    bytes
+}
+
+/// Found by `edited_images_are_sent_intact_or_refused` (CI, seed `webp-animated-lossy`, two
+/// bit flips): a frame whose alpha is followed by a chunk that is not `VP8 ` made image-webp
+/// 0.2.4 index out of bounds ("range end index 16 out of range for slice of length 0"), which
+/// ended the run. The container walk now refuses it before decoding.
+#[test]
+fn webp_frame_whose_alpha_is_not_followed_by_a_bitstream_is_refused() {
+    for taller in [false, true] {
+        let bytes = first_frame_bitstream_damaged(true, taller);
+        assert_eq!(
+            prepare(&bytes, ImageFormat::Webp, MAX_BASE64_LEN),
+            Err(ImageError::Corrupt {
+                format: ImageFormat::Webp,
+                detail: "a WebP animation frame's alpha is not followed by a VP8 bitstream"
+                    .to_owned()
+            })
+        );
+    }
+}
+
+/// The decoder does not compare a bitstream after `ALPH` with its frame's size either.
+#[test]
+fn webp_frame_whose_bitstream_after_alpha_is_taller_is_refused() {
+    let bytes = first_frame_bitstream_damaged(false, true);
+    assert_eq!(
+        prepare(&bytes, ImageFormat::Webp, MAX_BASE64_LEN),
+        Err(ImageError::Corrupt {
+            format: ImageFormat::Webp,
+            detail: "a WebP frame's bitstream size differs from the frame's".to_owned()
+        })
+    );
+}
+
+/// The same file given straight to the decoder, past the container walk: the decoder's panic
+/// is contained and the file refused, so the next decoder bug refuses one attachment instead
+/// of ending the run.
+#[test]
+fn a_panicking_decoder_refuses_the_file() {
+    let bytes = first_frame_bitstream_damaged(true, true);
+    assert_eq!(
+        super::decode::decode(&bytes, ImageFormat::Webp).map(|_| ()),
+        Err(ImageError::Corrupt {
+            format: ImageFormat::Webp,
+            detail: "the decoder failed on malformed data".to_owned()
+        })
+    );
+    // Contained once, the next decode on the thread still works and still reports panics.
+    let seed = seed_named("webp-animated-lossy");
+    assert!(super::decode::decode(&seed.bytes, ImageFormat::Webp).is_ok());
+}
