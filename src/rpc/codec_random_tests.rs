@@ -329,12 +329,16 @@ fn expected_usage(message: &Value) -> Option<Usage> {
         None => 0.0,
         Some(cost) => {
             let num = |k: &str| cost.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+            // Nothing costs less than nothing: negative parts count as 0, and a negative
+            // total is not believed (the parts are).
+            let parts: f64 = ["input", "output", "cacheRead", "cacheWrite"]
+                .iter()
+                .map(|k| num(k))
+                .filter(|v| v.is_finite() && *v > 0.0)
+                .sum();
             match cost.get("total") {
-                Some(_) => num("total"),
-                None => ["input", "output", "cacheRead", "cacheWrite"]
-                    .iter()
-                    .map(|k| num(k))
-                    .sum(),
+                Some(_) if num("total").is_finite() && num("total") >= 0.0 => num("total"),
+                _ => parts,
             }
         }
     };
