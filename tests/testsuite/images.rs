@@ -377,6 +377,24 @@ fn truncated_png_is_rejected_naming_the_file() {
         );
 }
 
+/// A 332-byte animated WebP whose first frame has alpha but a damaged `VP8 ` tag after it made
+/// image-webp 0.2.4 panic inside the decoder: stderr showed the panic and "reading the
+/// attachments failed: task 1 panicked …" without naming the file. It is a corrupt image like
+/// any other.
+#[test]
+fn crafted_webp_that_crashed_the_decoder_is_rejected() {
+    let env = TestEnv::new(PI_MIN, &only_vision());
+    let path = copy_fixture(
+        &env,
+        "frame-without-bitstream.webp",
+        "frame-without-bitstream.webp",
+    );
+    let out = rejected(&env, &["@frame-without-bitstream.webp".into()]);
+    out.assert_stderr_contains(&path.display().to_string())
+        .assert_stderr_contains("WebP")
+        .check(!out.stderr.contains("panicked"), "no panic on stderr");
+}
+
 #[test]
 fn pdf_is_rejected() {
     let env = TestEnv::new(PI_MIN, &only_vision());
