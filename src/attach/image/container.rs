@@ -251,9 +251,9 @@ fn riff_chunks(
 /// The size stated by an ANMF frame's bitstream, found where the decoder reads it: the first
 /// chunk of the frame data, or the one right after an `ALPH` chunk, which must then be lossy.
 /// The decoder does not compare a bitstream that follows `ALPH` with the frame's size, and
-/// fills the frame from whatever chunk comes next; image-webp 0.2.4 panics on a frame whose
-/// `VP8 ` tag was damaged (reported upstream as image-rs/image-webp#182), so both are refused
-/// here.
+/// fills the frame from whatever chunk comes next: image-webp 0.2.4 panics on a frame whose
+/// `VP8 ` tag after `ALPH` was damaged (the same fault as the open image-rs/image-webp#182), so
+/// both are refused here.
 fn frame_bitstream(anmf: &[u8]) -> Result<(u32, u32), &'static str> {
     const MISSING: &str = "a WebP animation frame has no VP8 or VP8L bitstream";
     let mut chunks = riff_chunks(anmf, 16);

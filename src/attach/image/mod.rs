@@ -23,7 +23,8 @@
 //!   the header before any pixel buffer is allocated. Sizes stated inside the container count
 //!   too: a GIF frame over 64 megapixels is too large even on a small logical screen, and a
 //!   WebP bitstream or animation frame that disagrees with its canvas is corrupt (decoders
-//!   would allocate for the bigger claim first). An image 0 pixels wide or high is corrupt.
+//!   would allocate for the bigger claim first). An image 0 pixels wide or high is corrupt, and
+//!   so is one the decoder itself panics on (the panic is contained, see `decode`).
 //! - **Limits.** At most [`MAX_IMAGES`] images per run and [`MAX_ATTACHMENT_BYTES`] per
 //!   attachment, each with its own error (enforced by the caller, from the file size, before
 //!   reading and decoding); the base64 sent for one image is at most [`MAX_BASE64_LEN`]
