@@ -25,11 +25,6 @@ fn post(addr: &str, path: &str, headers: &[&str], body: &str) -> (String, String
     read_response(&mut s)
 }
 
-fn chat(model: &str) -> String {
-    json!({"model": model, "stream": true, "messages": [{"role": "user", "content": "hi"}]})
-        .to_string()
-}
-
 /// The SSE `data:` payloads of a decoded stream body (without `[DONE]`).
 fn sse_objects(body: &str) -> Vec<Value> {
     body.split("\n\n")
@@ -135,15 +130,8 @@ fn echo_key_usage_and_delay_at_http_level() {
         "late",
         vec![Behaviour::text("Late answer.").delayed(600)],
     );
-    let mut s = TcpStream::connect(&addr).unwrap();
     let t = Instant::now();
-    write!(
-        s,
-        "POST /a/v1/chat/completions HTTP/1.1\r\nContent-Length: {}\r\n\r\n{}",
-        chat("late").len(),
-        chat("late")
-    )
-    .unwrap();
+    let mut s = send_chat(&addr, "late");
     s.set_read_timeout(Some(Duration::from_millis(400)))
         .unwrap();
     let early = s.read(&mut [0u8; 64]);
@@ -183,14 +171,7 @@ fn echo_key_usage_and_delay_at_http_level() {
 
     // A long delay ends promptly when the server is dropped.
     llm.script("a", "forever", vec![Behaviour::Ok.delayed(60_000)]);
-    let mut h = TcpStream::connect(&addr).unwrap();
-    write!(
-        h,
-        "POST /a/v1/chat/completions HTTP/1.1\r\nContent-Length: {}\r\n\r\n{}",
-        chat("forever").len(),
-        chat("forever")
-    )
-    .unwrap();
+    let mut h = send_chat(&addr, "forever");
     let n = llm.requests().len();
     llm.wait_requests(n + 1, Duration::from_secs(5));
     let t = Instant::now();

@@ -2,6 +2,26 @@
 
 use super::*;
 
+/// A streaming chat request body for `model`, one user message.
+pub(super) fn chat(model: &str) -> String {
+    json!({"model": model, "stream": true, "messages": [{"role": "user", "content": "hi"}]})
+        .to_string()
+}
+
+/// Connects to `addr` and sends a chat request for `model` on route `a`, reading nothing: for
+/// tests that watch what the connection does next.
+pub(super) fn send_chat(addr: &str, model: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST /a/v1/chat/completions HTTP/1.1\r\nContent-Length: {}\r\n\r\n{}",
+        chat(model).len(),
+        chat(model)
+    )
+    .unwrap();
+    s
+}
+
 /// Send one raw request on `s`; read the response head and body. For chunked bodies the
 /// returned body is the decoded payload plus whether the terminating chunk arrived.
 fn http(s: &mut TcpStream, method: &str, path: &str, body: &str) -> (String, String, bool) {
@@ -90,10 +110,6 @@ fn fake_llm_http_level() {
     let llm = FakeLlm::start();
     let addr = format!("127.0.0.1:{}", llm.port());
     assert_eq!(llm.base_url("a"), format!("http://{addr}/a/v1"));
-    let chat = |model: &str| {
-        json!({"model": model, "stream": true, "messages": [{"role": "user", "content": "hi"}]})
-            .to_string()
-    };
 
     // Script: 500 then Ok (repeats); keep-alive after a 200 stream, close after an error.
     llm.script("a", "m1", vec![Behaviour::Status500, Behaviour::Ok]);
@@ -192,14 +208,7 @@ fn fake_llm_http_level() {
         "{body}"
     );
     llm.script("a", "reset", vec![Behaviour::Reset]);
-    let mut s = TcpStream::connect(&addr).unwrap();
-    write!(
-        s,
-        "POST /a/v1/chat/completions HTTP/1.1\r\nContent-Length: {}\r\n\r\n{}",
-        chat("reset").len(),
-        chat("reset")
-    )
-    .unwrap();
+    let mut s = send_chat(&addr, "reset");
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut all = Vec::new();
     let err = loop {
@@ -276,22 +285,8 @@ fn fake_llm_http_level() {
     llm.clear_requests();
     llm.script("a", "hang", vec![Behaviour::Hang]);
     llm.script("a", "stall", vec![Behaviour::StallMidBody]);
-    let mut h = TcpStream::connect(&addr).unwrap();
-    write!(
-        h,
-        "POST /a/v1/chat/completions HTTP/1.1\r\nContent-Length: {}\r\n\r\n{}",
-        chat("hang").len(),
-        chat("hang")
-    )
-    .unwrap();
-    let mut st = TcpStream::connect(&addr).unwrap();
-    write!(
-        st,
-        "POST /a/v1/chat/completions HTTP/1.1\r\nContent-Length: {}\r\n\r\n{}",
-        chat("stall").len(),
-        chat("stall")
-    )
-    .unwrap();
+    let mut h = send_chat(&addr, "hang");
+    let mut st = send_chat(&addr, "stall");
     let mut idle = TcpStream::connect(&addr).unwrap(); // keep-alive connection with no request
     let got = llm.wait_requests(2, Duration::from_secs(5));
     assert!(got.iter().any(|r| r.model == "hang") && got.iter().any(|r| r.model == "stall"));

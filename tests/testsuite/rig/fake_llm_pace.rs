@@ -5,11 +5,6 @@
 
 use super::*;
 
-fn chat(model: &str) -> String {
-    json!({"model": model, "stream": true, "messages": [{"role": "user", "content": "hi"}]})
-        .to_string()
-}
-
 /// POSTs a chat request; returns when the head arrived, the content deltas with when each
 /// arrived (from sending), and whether the body finished.
 fn timed_chat(addr: &str, model: &str) -> (Duration, Vec<(Duration, String)>, bool) {

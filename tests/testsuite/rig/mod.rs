@@ -677,7 +677,7 @@ fn harness_run_command_and_markers() {
 mod fake_llm_capacity;
 mod fake_llm_ext;
 mod fake_llm_http;
-use fake_llm_http::{is_eof, read_response};
+use fake_llm_http::{chat, is_eof, read_response, send_chat};
 mod fake_llm_pace;
 mod fake_llm_window;
 mod fake_pi_scenarios;
